@@ -13,7 +13,7 @@ import (
 // command is one subcommand of softrnic.
 type command struct {
 	name  string
-	usage string                 // one-line summary shown by "softrnic help"
+	usage string                  // one-line summary shown by "softrnic help"
 	run   func(args []string) int // returns the process exit code
 }
 
