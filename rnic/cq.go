@@ -1,0 +1,173 @@
+package rnic
+
+import (
+	"context"
+	"sync"
+)
+
+// CQ is a completion queue: a fixed ring that Poll drains into a caller slice.
+//
+// Overflow is never silent: if a completion arrives while the ring is full, the CQ enters
+// an error state, an EventCQErr async event is posted, and Poll returns ErrCQOverflow
+// (after the completions still held) from then on.
+type CQ struct {
+	dev      *Device
+	mu       sync.Mutex
+	ring     []Completion
+	head, n  int
+	overflow bool
+	armed    uint8 // 0 none, 1 next completion, 2 solicited or error completion
+	ch       chan struct{}
+	handler  func(*CQ)
+	destroy  bool
+}
+
+const (
+	armNone = iota
+	armNext
+	armSolicited
+)
+
+// CreateCQ creates a completion queue holding depth completions.
+func (d *Device) CreateCQ(depth int) (*CQ, error) {
+	if d.closed.Load() {
+		return nil, ErrClosed
+	}
+	if depth <= 0 || depth > d.cfg.MaxCQE {
+		return nil, ErrInvalidArg
+	}
+	return &CQ{dev: d, ring: make([]Completion, depth), ch: make(chan struct{}, 1)}, nil
+}
+
+// Depth returns the ring size.
+func (cq *CQ) Depth() int { return len(cq.ring) }
+
+// Poll moves up to len(wc) completions into wc and returns how many. It never allocates.
+// After an overflow it returns the held completions and ErrCQOverflow.
+func (cq *CQ) Poll(wc []Completion) (int, error) {
+	cq.mu.Lock()
+	k := 0
+	for k < len(wc) && cq.n > 0 {
+		wc[k] = cq.ring[cq.head]
+		cq.head++
+		if cq.head == len(cq.ring) {
+			cq.head = 0
+		}
+		cq.n--
+		k++
+	}
+	var err error
+	if cq.overflow {
+		err = ErrCQOverflow
+	}
+	cq.mu.Unlock()
+	return k, err
+}
+
+// Len returns the number of completions waiting.
+func (cq *CQ) Len() int {
+	cq.mu.Lock()
+	defer cq.mu.Unlock()
+	return cq.n
+}
+
+// Arm requests one notification (ibv_req_notify_cq): for the next completion, or with
+// solicitedOnly for the next solicited or error completion. The notification is a token on
+// [CQ.C] and a call of the handler set with [CQ.SetHandler]. If completions are already
+// waiting, callers should Poll again after arming to avoid a lost wake-up.
+func (cq *CQ) Arm(solicitedOnly bool) {
+	cq.mu.Lock()
+	if solicitedOnly {
+		if cq.armed != armNext {
+			cq.armed = armSolicited
+		}
+	} else {
+		cq.armed = armNext
+	}
+	cq.mu.Unlock()
+}
+
+// C returns the notification channel (capacity 1) signalled when an armed CQ fires.
+func (cq *CQ) C() <-chan struct{} { return cq.ch }
+
+// SetHandler sets a function called (on a transport goroutine, without locks held) each
+// time the armed CQ fires. It must not block; it may Poll and Arm.
+func (cq *CQ) SetHandler(h func(*CQ)) {
+	cq.mu.Lock()
+	cq.handler = h
+	cq.mu.Unlock()
+}
+
+// Wait polls into wc, blocking until at least one completion is available or ctx ends.
+func (cq *CQ) Wait(ctx context.Context, wc []Completion) (int, error) {
+	for {
+		n, err := cq.Poll(wc)
+		if n > 0 || err != nil {
+			return n, err
+		}
+		cq.Arm(false)
+		if n, err = cq.Poll(wc); n > 0 || err != nil {
+			return n, err
+		}
+		select {
+		case <-cq.ch:
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+	}
+}
+
+// Destroy releases the CQ. QPs using it must be destroyed first.
+func (cq *CQ) Destroy() error {
+	cq.mu.Lock()
+	cq.destroy = true
+	cq.mu.Unlock()
+	return nil
+}
+
+// push adds a completion; it reports whether a notification must be fired (by fire,
+// after the caller dropped its locks).
+func (cq *CQ) push(c *Completion) bool {
+	cq.mu.Lock()
+	if cq.n == len(cq.ring) {
+		first := !cq.overflow
+		cq.overflow = true
+		cq.mu.Unlock()
+		if first {
+			cq.dev.postEvent(AsyncEvent{Type: EventCQErr, CQ: cq, Err: ErrCQOverflow})
+		}
+		return false
+	}
+	i := cq.head + cq.n
+	if i >= len(cq.ring) {
+		i -= len(cq.ring)
+	}
+	cq.ring[i] = *c
+	cq.n++
+	fire := false
+	switch cq.armed {
+	case armNext:
+		fire = true
+	case armSolicited:
+		fire = c.Flags&WCSolicited != 0 || c.Status != StatusSuccess
+	}
+	if fire {
+		cq.armed = armNone
+		select {
+		case cq.ch <- struct{}{}:
+		default:
+		}
+	}
+	fire = fire && cq.handler != nil
+	cq.mu.Unlock()
+	return fire
+}
+
+func (cq *CQ) fire() {
+	cq.mu.Lock()
+	h := cq.handler
+	cq.mu.Unlock()
+	if h != nil {
+		h(cq)
+	}
+}

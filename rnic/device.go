@@ -1,0 +1,197 @@
+package rnic
+
+import (
+	"sync"
+	"sync/atomic"
+)
+
+// Config configures a [Device]. Zero fields take the defaults shown.
+type Config struct {
+	Name      string // device name, e.g. "softrnic0"
+	LocalAddr string // local IP address transports bind/listen on ("" = any / loopback as needed)
+	MaxQP     int    // 65536
+	MaxCQE    int    // entries per CQ, 1<<20
+	MaxMR     int    // STag table size (MRs + MWs), 1<<20
+	MaxQPWR   int    // work requests per queue, 32768
+	MaxSGE    int    // SGEs per work request, 16
+	MaxInline int    // inline bytes per send WR, 256
+	MaxORD    int    // outbound Read/atomic depth per QP, 128
+	MaxIRD    int    // inbound Read/atomic depth per QP, 128
+}
+
+func (c *Config) setDefaults() {
+	def := func(v *int, d int) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	if c.Name == "" {
+		c.Name = "softrnic0"
+	}
+	def(&c.MaxQP, 65536)
+	def(&c.MaxCQE, 1<<20)
+	def(&c.MaxMR, 1<<20)
+	def(&c.MaxQPWR, 32768)
+	def(&c.MaxSGE, 16)
+	def(&c.MaxInline, 256)
+	def(&c.MaxORD, 128)
+	def(&c.MaxIRD, 128)
+	if c.MaxMR > 1<<24 {
+		c.MaxMR = 1 << 24
+	}
+}
+
+// Counters are per-QP or per-device traffic counters, updated atomically.
+type Counters struct {
+	TxBytes, RxBytes       atomic.Uint64 // payload bytes
+	TxSegments, RxSegments atomic.Uint64 // wire segments (FPDUs / packets)
+	CRCErrors              atomic.Uint64
+	TermSent, TermRecv     atomic.Uint64 // iWARP Terminate messages
+	Retransmits, NAKs      atomic.Uint64 // packet transports
+}
+
+// Stats is a snapshot of [Counters].
+type Stats struct {
+	TxBytes, RxBytes       uint64
+	TxSegments, RxSegments uint64
+	CRCErrors              uint64
+	TermSent, TermRecv     uint64
+	Retransmits, NAKs      uint64
+}
+
+// Snapshot reads the counters.
+func (c *Counters) Snapshot() Stats {
+	return Stats{c.TxBytes.Load(), c.RxBytes.Load(), c.TxSegments.Load(), c.RxSegments.Load(),
+		c.CRCErrors.Load(), c.TermSent.Load(), c.TermRecv.Load(), c.Retransmits.Load(), c.NAKs.Load()}
+}
+
+// Device is one software RNIC: the owner of all resources.
+type Device struct {
+	cfg      Config
+	counters Counters
+
+	memMu   sync.RWMutex
+	mem     []*memObj // STag table by index; mem[0] reserved
+	memFree []uint32  // free indices
+	memKey  uint8     // next default key
+
+	qpMu   sync.Mutex
+	qps    map[uint32]*QP
+	nextQP uint32
+
+	closed atomic.Bool
+
+	evMu     sync.Mutex
+	evQ      []AsyncEvent
+	evSignal chan struct{}
+	events   chan AsyncEvent
+	evDone   chan struct{}
+}
+
+// Open creates a device.
+func Open(cfg Config) (*Device, error) {
+	cfg.setDefaults()
+	d := &Device{
+		cfg:      cfg,
+		mem:      make([]*memObj, 1, 1024),
+		qps:      make(map[uint32]*QP),
+		nextQP:   1,
+		evSignal: make(chan struct{}, 1),
+		events:   make(chan AsyncEvent),
+		evDone:   make(chan struct{}),
+		memKey:   1,
+	}
+	go d.eventLoop()
+	return d, nil
+}
+
+// Config returns the device configuration with defaults applied.
+func (d *Device) Config() Config { return d.cfg }
+
+// Name returns the device name.
+func (d *Device) Name() string { return d.cfg.Name }
+
+// Counters returns the device-wide counters (the sum over its QPs).
+func (d *Device) Counters() *Counters { return &d.counters }
+
+// Events returns the channel of asynchronous events. Events are queued without bound
+// and delivered in order; the channel is closed by [Device.Close]. Reading it is optional.
+func (d *Device) Events() <-chan AsyncEvent { return d.events }
+
+// Close moves every QP to Error (flushing their work) and stops the event goroutine.
+// Transports must be closed by their owners (listeners) separately.
+func (d *Device) Close() error {
+	if d.closed.Swap(true) {
+		return nil
+	}
+	d.qpMu.Lock()
+	qps := make([]*QP, 0, len(d.qps))
+	for _, q := range d.qps {
+		qps = append(qps, q)
+	}
+	d.qpMu.Unlock()
+	for _, q := range qps {
+		q.Destroy()
+	}
+	close(d.evDone)
+	return nil
+}
+
+// QPs returns the live QPs, for statistics.
+func (d *Device) QPs() []*QP {
+	d.qpMu.Lock()
+	defer d.qpMu.Unlock()
+	out := make([]*QP, 0, len(d.qps))
+	for _, q := range d.qps {
+		out = append(out, q)
+	}
+	return out
+}
+
+// QPByNum finds a QP by number.
+func (d *Device) QPByNum(n uint32) *QP {
+	d.qpMu.Lock()
+	defer d.qpMu.Unlock()
+	return d.qps[n]
+}
+
+func (d *Device) postEvent(e AsyncEvent) {
+	if d.closed.Load() {
+		return
+	}
+	d.evMu.Lock()
+	d.evQ = append(d.evQ, e)
+	d.evMu.Unlock()
+	select {
+	case d.evSignal <- struct{}{}:
+	default:
+	}
+}
+
+func (d *Device) eventLoop() {
+	defer close(d.events)
+	for {
+		d.evMu.Lock()
+		var e AsyncEvent
+		have := len(d.evQ) > 0
+		if have {
+			e = d.evQ[0]
+			d.evQ[0] = AsyncEvent{}
+			d.evQ = d.evQ[1:]
+		}
+		d.evMu.Unlock()
+		if !have {
+			select {
+			case <-d.evSignal:
+				continue
+			case <-d.evDone:
+				return
+			}
+		}
+		select {
+		case d.events <- e:
+		case <-d.evDone:
+			return
+		}
+	}
+}

@@ -1,0 +1,663 @@
+package rnic
+
+import (
+	"sync"
+)
+
+// QPCap are the capabilities of a queue pair.
+type QPCap struct {
+	MaxSendWR  int // send queue depth (default 128)
+	MaxRecvWR  int // receive queue depth (default 128; ignored with an SRQ)
+	MaxSendSGE int // SGEs per send WR (default 4)
+	MaxRecvSGE int // SGEs per receive WR (default 4)
+	MaxInline  int // inline bytes per send WR (default 64)
+}
+
+// QPAttr configures a reliable-connected queue pair.
+type QPAttr struct {
+	SendCQ, RecvCQ *CQ
+	SRQ            *SRQ // receives come from the SRQ instead of the QP's own RQ
+	Cap            QPCap
+	SignalAll      bool // every send WR completes, as if Signaled were set
+	Context        any  // caller data, returned by QP.Context
+}
+
+// QPTransport is what the engine calls on the transport bound to a QP (see the package
+// documentation for the whole SPI). Both methods must return promptly and may be called
+// from any goroutine, concurrently with the transport's own goroutines.
+type QPTransport interface {
+	// SendQueued reports that new work is on the send queue ([QP.NextSend] will return it).
+	SendQueued()
+	// Disconnect closes the connection: gracefully (finish queued sends, then close the
+	// LLP) or abortively. The transport must eventually call QP.TransportDone, after its
+	// goroutines stopped touching work-request memory.
+	Disconnect(graceful bool)
+}
+
+// SendWQE is a posted send work request as the engine lends it to the transport between
+// [QP.NextSend] and [QP.CompleteSend]. SGL, Segs and Inline data stay valid until then.
+type SendWQE struct {
+	SendWR
+	Segs    [][]byte // SGL resolved to memory (or the inline copy) by NextSend
+	Len     uint64   // total payload length
+	Scratch [4]uint64
+
+	sgl    []SGE
+	inline []byte
+	done   bool
+	status Status
+}
+
+// QP is a reliable-connected queue pair.
+type QP struct {
+	dev  *Device
+	pd   *PD
+	num  uint32
+	attr QPAttr
+
+	mu        sync.Mutex
+	state     QPState
+	t         QPTransport
+	tDone     bool
+	destroyed bool
+	doneCh    chan struct{}
+	lastErr   error
+
+	sq                   []SendWQE
+	sqHead, sqNext, sqTl uint64
+
+	rq    recvQueue
+	taken []*RecvWQE
+
+	counters Counters
+}
+
+// CreateQP creates an RC queue pair in the Idle state.
+func (d *Device) CreateQP(pd *PD, attr QPAttr) (*QP, error) {
+	if d.closed.Load() {
+		return nil, ErrClosed
+	}
+	if pd == nil || pd.dev != d || attr.SendCQ == nil || attr.RecvCQ == nil {
+		return nil, ErrInvalidArg
+	}
+	c := &attr.Cap
+	def := func(v *int, dv, max int) error {
+		if *v == 0 {
+			*v = dv
+		}
+		if *v < 0 || *v > max {
+			return ErrInvalidArg
+		}
+		return nil
+	}
+	for _, e := range []error{def(&c.MaxSendWR, 128, d.cfg.MaxQPWR), def(&c.MaxRecvWR, 128, d.cfg.MaxQPWR),
+		def(&c.MaxSendSGE, 4, d.cfg.MaxSGE), def(&c.MaxRecvSGE, 4, d.cfg.MaxSGE), def(&c.MaxInline, 64, d.cfg.MaxInline)} {
+		if e != nil {
+			return nil, e
+		}
+	}
+	if c.MaxSendWR == 0 {
+		c.MaxSendWR = 1
+	}
+	q := &QP{dev: d, pd: pd, attr: attr, doneCh: make(chan struct{})}
+	q.sq = make([]SendWQE, c.MaxSendWR)
+	for i := range q.sq {
+		q.sq[i].sgl = make([]SGE, 0, c.MaxSendSGE)
+		q.sq[i].Segs = make([][]byte, 0, max(c.MaxSendSGE, 1))
+		q.sq[i].inline = make([]byte, 0, c.MaxInline)
+	}
+	if attr.SRQ == nil {
+		if c.MaxRecvWR == 0 {
+			c.MaxRecvWR = 1
+		}
+		q.rq = newRecvQueue(c.MaxRecvWR, c.MaxRecvSGE)
+	}
+	q.taken = make([]*RecvWQE, 0, 4)
+	d.qpMu.Lock()
+	if len(d.qps) >= d.cfg.MaxQP {
+		d.qpMu.Unlock()
+		return nil, ErrResource
+	}
+	for d.qps[d.nextQP] != nil || d.nextQP == 0 {
+		d.nextQP++
+	}
+	q.num = d.nextQP
+	d.nextQP++
+	d.qps[q.num] = q
+	d.qpMu.Unlock()
+	pd.n.Add(1)
+	return q, nil
+}
+
+// Num returns the QP number.
+func (q *QP) Num() uint32 { return q.num }
+
+// PD returns the QP's protection domain.
+func (q *QP) PD() *PD { return q.pd }
+
+// Device returns the owning device.
+func (q *QP) Device() *Device { return q.dev }
+
+// Attr returns the attributes the QP was created with (defaults applied).
+func (q *QP) Attr() QPAttr { return q.attr }
+
+// Context returns QPAttr.Context.
+func (q *QP) Context() any { return q.attr.Context }
+
+// State returns the current state.
+func (q *QP) State() QPState {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.state
+}
+
+// Err returns the error that moved the QP to Error, if any (e.g. a Terminate error).
+func (q *QP) Err() error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.lastErr
+}
+
+// Counters returns the QP's traffic counters.
+func (q *QP) Counters() *Counters { return &q.counters }
+
+// Done is closed once the QP is in Error and its work has been flushed.
+func (q *QP) Done() <-chan struct{} { return q.doneCh }
+
+// PostSend posts a send work request. It fails with ErrQPState unless the QP is in RTS
+// (or Terminate/Error, where the WR completes with StatusWRFlushErr).
+func (q *QP) PostSend(wr *SendWR) error {
+	c := &q.attr.Cap
+	if len(wr.SGL) > c.MaxSendSGE {
+		return ErrTooManySGE
+	}
+	q.mu.Lock()
+	switch q.state {
+	case QPRTS, QPTerminate, QPError:
+	default:
+		q.mu.Unlock()
+		return ErrQPState
+	}
+	if q.sqTl-q.sqHead == uint64(len(q.sq)) {
+		q.mu.Unlock()
+		return ErrQueueFull
+	}
+	w := &q.sq[q.sqTl%uint64(len(q.sq))]
+	sgl, segs, inl := w.sgl, w.Segs, w.inline
+	w.SendWR = *wr
+	w.sgl = append(sgl[:0], wr.SGL...)
+	w.SGL = w.sgl
+	w.Segs = segs[:0]
+	w.inline = inl[:0]
+	w.Len = 0
+	w.done = false
+	w.status = StatusSuccess
+	w.Scratch = [4]uint64{}
+	if q.attr.SignalAll {
+		w.Flags |= Signaled
+	}
+	if wr.Flags&Inline != 0 {
+		var n uint64
+		for _, s := range wr.SGL {
+			n += uint64(s.Length)
+		}
+		if n > uint64(c.MaxInline) {
+			q.mu.Unlock()
+			return ErrInlineTooLong
+		}
+		for _, s := range wr.SGL {
+			b, err := q.pd.ResolveLocal(s, false)
+			if err != nil {
+				q.mu.Unlock()
+				return err
+			}
+			w.inline = append(w.inline, b...)
+		}
+	}
+	q.sqTl++
+	st, t, flushNow := q.state, q.t, q.state == QPError && q.tDone
+	var fs, fr bool
+	if flushNow || (q.state == QPError && t == nil) {
+		fs, fr = q.flushLocked()
+	}
+	q.mu.Unlock()
+	q.fireCQs(fs, fr)
+	if st == QPRTS && t != nil {
+		t.SendQueued()
+	}
+	return nil
+}
+
+// PostRecv posts a receive buffer on the QP's own receive queue (ErrInvalidArg with an SRQ).
+func (q *QP) PostRecv(wr *RecvWR) error {
+	if q.attr.SRQ != nil {
+		return ErrInvalidArg
+	}
+	q.mu.Lock()
+	if q.destroyed {
+		q.mu.Unlock()
+		return ErrQPState
+	}
+	err := q.rq.post(wr)
+	var fs, fr bool
+	if err == nil && q.state == QPError && (q.tDone || q.t == nil) {
+		fs, fr = q.flushLocked()
+	}
+	q.mu.Unlock()
+	q.fireCQs(fs, fr)
+	return err
+}
+
+// Disconnect starts a graceful disconnect (RTS → Closing): queued sends are finished,
+// then the connection is closed and the QP moves to Error, flushing receives. An Idle QP
+// moves straight to Error.
+func (q *QP) Disconnect() {
+	q.mu.Lock()
+	switch q.state {
+	case QPRTS:
+		q.state = QPClosing
+		t := q.t
+		q.mu.Unlock()
+		t.Disconnect(true)
+		return
+	case QPIdle:
+		q.mu.Unlock()
+		q.Fatal(EventDisconnected, nil)
+		return
+	}
+	q.mu.Unlock()
+}
+
+// Destroy aborts the connection if any, flushes all work, waits until the transport let go
+// of the QP, and removes it from the device.
+func (q *QP) Destroy() error {
+	q.mu.Lock()
+	if q.destroyed {
+		q.mu.Unlock()
+		<-q.doneCh
+		return nil
+	}
+	q.destroyed = true
+	q.mu.Unlock()
+	q.abort(EventQPFatal, nil, false)
+	<-q.doneCh
+	q.dev.qpMu.Lock()
+	delete(q.dev.qps, q.num)
+	q.dev.qpMu.Unlock()
+	q.pd.n.Add(-1)
+	return nil
+}
+
+// ---- transport SPI ----
+
+// Attach binds a transport to an Idle QP.
+func (q *QP) Attach(t QPTransport) error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.t != nil {
+		return ErrAttached
+	}
+	if q.state != QPIdle || q.destroyed {
+		return ErrQPState
+	}
+	q.t = t
+	return nil
+}
+
+// Established moves an attached Idle QP to RTS and posts EventCommEstablished.
+func (q *QP) Established() error {
+	q.mu.Lock()
+	if q.state != QPIdle || q.t == nil {
+		q.mu.Unlock()
+		return ErrQPState
+	}
+	q.state = QPRTS
+	t, pending := q.t, q.sqTl != q.sqNext
+	q.mu.Unlock()
+	q.dev.postEvent(AsyncEvent{Type: EventCommEstablished, QP: q})
+	if pending {
+		t.SendQueued()
+	}
+	return nil
+}
+
+// EnterTerminate moves the QP to Terminate (RFC 5040 §5): the transport found a protocol
+// error and is sending a Terminate message. It is followed by Fatal.
+func (q *QP) EnterTerminate() {
+	q.mu.Lock()
+	if q.state == QPRTS || q.state == QPClosing {
+		q.state = QPTerminate
+	}
+	q.mu.Unlock()
+}
+
+// Fatal moves the QP to Error because of err (posting an async event of type ev unless
+// the QP was already in Error) and asks the transport to abort. Work is flushed when the
+// transport calls TransportDone (at once if no transport is attached).
+func (q *QP) Fatal(ev EventType, err error) { q.abort(ev, err, true) }
+
+func (q *QP) abort(ev EventType, err error, post bool) {
+	q.mu.Lock()
+	was := q.state
+	if was != QPError {
+		q.state = QPError
+		if q.lastErr == nil {
+			q.lastErr = err
+		}
+	}
+	t, done := q.t, q.tDone
+	var fs, fr bool
+	if t == nil && !done {
+		q.tDone = true
+		fs, fr = q.flushLocked()
+		close(q.doneCh)
+	}
+	q.mu.Unlock()
+	q.fireCQs(fs, fr)
+	if was != QPError && post {
+		q.dev.postEvent(AsyncEvent{Type: ev, QP: q, Err: err})
+		if q.attr.SRQ != nil {
+			q.dev.postEvent(AsyncEvent{Type: EventQPLastWQEReached, QP: q})
+		}
+	}
+	if t != nil && !done {
+		t.Disconnect(false)
+	}
+}
+
+// TransportDone is called by the transport once its goroutines have stopped and it no
+// longer touches work-request memory. The QP moves to Error and all unfinished work is
+// flushed with StatusWRFlushErr. err (may be nil) is the reason; if the QP was not already
+// in Error, EventDisconnected is posted with it.
+func (q *QP) TransportDone(err error) {
+	q.mu.Lock()
+	if q.tDone {
+		q.mu.Unlock()
+		return
+	}
+	was := q.state
+	q.state = QPError
+	if q.lastErr == nil {
+		q.lastErr = err
+	}
+	q.tDone = true
+	fs, fr := q.flushLocked()
+	close(q.doneCh)
+	q.mu.Unlock()
+	q.fireCQs(fs, fr)
+	if was != QPError {
+		q.dev.postEvent(AsyncEvent{Type: EventDisconnected, QP: q, Err: err})
+	}
+}
+
+// NextSend returns the next send WQE in post order with its SGL resolved, or nil when none
+// is waiting or the QP is not in RTS/Closing. A WQE whose SGL fails the local checks is
+// completed with StatusLocProtErr (or StatusLocLenErr) here, the QP is moved to Error, and
+// nil is returned.
+func (q *QP) NextSend() *SendWQE {
+	q.mu.Lock()
+	if (q.state != QPRTS && q.state != QPClosing) || q.sqNext == q.sqTl {
+		q.mu.Unlock()
+		return nil
+	}
+	w := &q.sq[q.sqNext%uint64(len(q.sq))]
+	q.sqNext++
+	q.mu.Unlock()
+	if st := q.resolveSend(w); st != StatusSuccess {
+		q.CompleteSend(w, st)
+		q.Fatal(EventQPFatal, AccessErrInvalidSTag)
+		return nil
+	}
+	return w
+}
+
+// SendPending reports whether NextSend has work waiting.
+func (q *QP) SendPending() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.sqNext != q.sqTl
+}
+
+func (q *QP) resolveSend(w *SendWQE) Status {
+	w.Segs = w.Segs[:0]
+	w.Len = 0
+	switch w.Opcode {
+	case OpLocalInv, OpRegMR, OpBindMW:
+		return StatusSuccess
+	}
+	if w.Flags&Inline != 0 && w.Opcode != OpRead {
+		w.Segs = append(w.Segs, w.inline)
+		w.Len = uint64(len(w.inline))
+		return StatusSuccess
+	}
+	write := w.Opcode == OpRead || w.Opcode == OpAtomicCmpSwap || w.Opcode == OpAtomicFetchAdd
+	for _, s := range w.SGL {
+		b, err := q.pd.ResolveLocal(s, write)
+		if err != nil {
+			return StatusLocProtErr
+		}
+		w.Segs = append(w.Segs, b)
+		w.Len += uint64(len(b))
+	}
+	if (w.Opcode == OpAtomicCmpSwap || w.Opcode == OpAtomicFetchAdd) && (len(w.Segs) != 1 || w.Len != 8) {
+		return StatusLocLenErr
+	}
+	return StatusSuccess
+}
+
+// IsOldest reports whether w is the oldest unfinished send WQE (every WQE posted before it
+// has completed): the condition for a LocalFence.
+func (q *QP) IsOldest(w *SendWQE) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.sqHead != q.sqTl && &q.sq[q.sqHead%uint64(len(q.sq))] == w
+}
+
+// CompleteSend finishes a send WQE taken with NextSend. Completions are generated in post
+// order, for signaled WRs and for every error. It does not change the QP state: on an
+// error the transport also calls Fatal.
+func (q *QP) CompleteSend(w *SendWQE, st Status) {
+	q.mu.Lock()
+	w.done = true
+	w.status = st
+	fs := q.retireLocked(false)
+	q.mu.Unlock()
+	q.fireCQs(fs, false)
+}
+
+func (q *QP) retireLocked(flush bool) (fire bool) {
+	n := uint64(len(q.sq))
+	for q.sqHead != q.sqTl {
+		w := &q.sq[q.sqHead%n]
+		if !w.done {
+			if !flush {
+				break
+			}
+			w.status = StatusWRFlushErr
+		}
+		if w.status != StatusSuccess || w.Flags&Signaled != 0 {
+			c := Completion{WRID: w.WRID, Status: w.status, Opcode: w.Opcode.WCOpcode(), QPNum: q.num}
+			if w.status == StatusSuccess {
+				c.ByteLen = uint32(w.Len)
+			}
+			if q.attr.SendCQ.push(&c) {
+				fire = true
+			}
+		}
+		w.done = false
+		q.sqHead++
+	}
+	if flush {
+		q.sqNext = q.sqTl
+	}
+	return fire
+}
+
+func (q *QP) flushLocked() (fs, fr bool) {
+	fs = q.retireLocked(true)
+	for _, w := range q.taken {
+		c := Completion{WRID: w.WRID, Status: StatusWRFlushErr, Opcode: WCRecv, QPNum: q.num, SRQ: w.srq != nil}
+		if q.attr.RecvCQ.push(&c) {
+			fr = true
+		}
+		q.releaseRecv(w)
+	}
+	q.taken = q.taken[:0]
+	if q.attr.SRQ == nil {
+		for w := q.rq.take(); w != nil; w = q.rq.take() {
+			c := Completion{WRID: w.WRID, Status: StatusWRFlushErr, Opcode: WCRecv, QPNum: q.num}
+			if q.attr.RecvCQ.push(&c) {
+				fr = true
+			}
+			q.rq.release(w)
+		}
+	}
+	return
+}
+
+func (q *QP) fireCQs(fs, fr bool) {
+	if fs {
+		q.attr.SendCQ.fire()
+	}
+	if fr && (!fs || q.attr.RecvCQ != q.attr.SendCQ) {
+		q.attr.RecvCQ.fire()
+	}
+}
+
+func (q *QP) releaseRecv(w *RecvWQE) {
+	if w.srq != nil {
+		w.srq.release(w)
+		w.srq = nil
+		return
+	}
+	q.rq.release(w)
+}
+
+// TakeRecv consumes the next receive WQE from the QP's RQ or its SRQ and resolves its SGL
+// for writing. It returns nil, StatusSuccess when no receive is posted (for iWARP a
+// Terminate, RFC 5041 §7.2 "no buffer"; for RoCE an RNR NAK), and the WQE with
+// StatusLocProtErr if its SGL is invalid (the transport completes it with that status).
+func (q *QP) TakeRecv() (*RecvWQE, Status) {
+	q.mu.Lock()
+	if q.state == QPError || q.destroyed {
+		q.mu.Unlock()
+		return nil, StatusWRFlushErr
+	}
+	var w *RecvWQE
+	if q.attr.SRQ != nil {
+		w = q.attr.SRQ.take()
+	} else {
+		w = q.rq.take()
+	}
+	if w == nil {
+		q.mu.Unlock()
+		return nil, StatusSuccess
+	}
+	q.taken = append(q.taken, w)
+	q.mu.Unlock()
+	w.Segs = w.Segs[:0]
+	w.Len = 0
+	for _, s := range w.SGL {
+		b, err := q.pd.ResolveLocal(s, true)
+		if err != nil {
+			return w, StatusLocProtErr
+		}
+		w.Segs = append(w.Segs, b)
+		w.Len += uint64(len(b))
+	}
+	return w, StatusSuccess
+}
+
+// RecvResult describes how a receive WQE finished.
+type RecvResult struct {
+	Status          Status
+	Opcode          WCOpcode // WCRecv or WCRecvRDMAWithImm
+	Flags           WCFlags
+	ByteLen         uint32
+	Imm             uint32
+	InvalidatedSTag uint32
+}
+
+// CompleteRecv completes a receive WQE taken with TakeRecv and returns it to its queue.
+func (q *QP) CompleteRecv(w *RecvWQE, r RecvResult) {
+	q.mu.Lock()
+	found := false
+	for i, x := range q.taken {
+		if x == w {
+			copy(q.taken[i:], q.taken[i+1:])
+			q.taken = q.taken[:len(q.taken)-1]
+			found = true
+			break
+		}
+	}
+	if !found { // already flushed
+		q.mu.Unlock()
+		return
+	}
+	c := Completion{WRID: w.WRID, Status: r.Status, Opcode: r.Opcode, Flags: r.Flags, ByteLen: r.ByteLen,
+		Imm: r.Imm, InvalidatedSTag: r.InvalidatedSTag, QPNum: q.num, SRQ: w.srq != nil}
+	fr := q.attr.RecvCQ.push(&c)
+	q.releaseRecv(w)
+	q.mu.Unlock()
+	q.fireCQs(false, fr)
+}
+
+// ResolveRemote is PD.ResolveRemote with the type 2 window association checked against q.
+func (q *QP) ResolveRemote(stag uint32, to, n uint64, right Access) ([]byte, error) {
+	return q.pd.ResolveRemote(q, stag, to, n, right)
+}
+
+// Invalidate invalidates a local STag on behalf of the peer (Send with Invalidate,
+// RFC 5040 §6.4.2). Type 1 windows and regions with bound windows cannot be invalidated.
+func (q *QP) Invalidate(stag uint32) error { return q.pd.invalidate(q, stag) }
+
+// ExecLocal performs a local operation (OpLocalInv, OpRegMR, OpBindMW) and returns its
+// status; the transport calls it when the WQE's turn comes and then CompleteSend.
+func (q *QP) ExecLocal(w *SendWQE) Status {
+	switch w.Opcode {
+	case OpLocalInv:
+		if q.pd.invalidate(nil, w.InvalidateSTag) != nil {
+			return StatusLocProtErr
+		}
+		return StatusSuccess
+	case OpRegMR:
+		return q.pd.fastReg(&w.Reg)
+	case OpBindMW:
+		return q.pd.bindMW(q, &w.Bind)
+	}
+	return StatusLocQPOpErr
+}
+
+// CountTx adds transmitted payload bytes and segments to the QP and device counters.
+func (q *QP) CountTx(bytes, segs int) {
+	q.counters.TxBytes.Add(uint64(bytes))
+	q.counters.TxSegments.Add(uint64(segs))
+	q.dev.counters.TxBytes.Add(uint64(bytes))
+	q.dev.counters.TxSegments.Add(uint64(segs))
+}
+
+// CountRx adds received payload bytes and segments.
+func (q *QP) CountRx(bytes, segs int) {
+	q.counters.RxBytes.Add(uint64(bytes))
+	q.counters.RxSegments.Add(uint64(segs))
+	q.dev.counters.RxBytes.Add(uint64(bytes))
+	q.dev.counters.RxSegments.Add(uint64(segs))
+}
+
+// CountCRCError counts a CRC (or ICRC) failure.
+func (q *QP) CountCRCError() {
+	q.counters.CRCErrors.Add(1)
+	q.dev.counters.CRCErrors.Add(1)
+}
+
+// CountTermSent counts a Terminate sent.
+func (q *QP) CountTermSent() {
+	q.counters.TermSent.Add(1)
+	q.dev.counters.TermSent.Add(1)
+}
+
+// CountTermRecv counts a Terminate received.
+func (q *QP) CountTermRecv() {
+	q.counters.TermRecv.Add(1)
+	q.dev.counters.TermRecv.Add(1)
+}
