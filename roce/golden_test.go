@@ -31,7 +31,7 @@ type capPkt struct {
 
 // readRoCE returns the RoCEv2 (UDP 4791) packets of a capture, decoded with
 // gopacket (an implementation independent of this package).
-func readRoCE(t *testing.T, name string) []capPkt {
+func readRoCE(t testing.TB, name string) []capPkt {
 	t.Helper()
 	f, err := os.Open(captureDir + name)
 	if err != nil {
