@@ -159,7 +159,9 @@ func invalid(reason string) *Error { return &Error{Code: CodeInvalidReqRep, Reas
 // cfg.Markers, answers IRD with min(initiator ORD, cfg.IRD) and ORD with
 // min(initiator IRD, cfg.ORD) (0x3FFF answered with 0x3FFF), and for P2P
 // sets A and picks one offered RTR type (Write, then Read, then Send) or,
-// if none is supported, proposes all of cfg's (RFC 6581 §9.2).
+// if none is supported, proposes all of cfg's (RFC 6581 §9.2). Read is
+// avoided when cfg.IRD is 0; if Read is chosen anyway the local IRD is
+// raised to 1 so the zero-length Read RTR can be served (RFC 6581 §9.1).
 //
 // On failure err is an *Error. If the request is improperly formatted
 // (Reply key, unsupported revision, S with Rev < 2 or with a rev-1 cfg,
@@ -224,14 +226,20 @@ func Respond(cfg Config, req *Frame, pd []byte) (reply Frame, p Params, err erro
 		if req.P2P {
 			reply.P2P, p.P2P = true, true
 			sup := cfg.rtr()
+			// A Read RTR needs a responder IRD of at least 1 (RFC 6581 §9.1).
+			if cfg.IRD == 0 && sup != RTRRead {
+				sup &^= RTRRead
+			}
 			pick := pickRTR(req.RTR&sup, true)
 			if pick == 0 {
 				pick = sup // propose what we support (RFC 6581 §9.2)
 			}
 			reply.RTR, p.RTR = pick, pick
-			// A Read RTR needs a responder IRD of at least 1 (RFC 6581 §9.1).
-			if pick&RTRRead != 0 && reply.IRD == 0 && cfg.IRD > 0 {
-				p.IRD, reply.IRD = 1, 1
+			if pick&RTRRead != 0 && p.IRD == 0 {
+				p.IRD = 1
+				if reply.IRD != MaxIRDORD {
+					reply.IRD = 1
+				}
 			}
 		}
 	}
