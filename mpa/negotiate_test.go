@@ -89,7 +89,9 @@ func TestRespondRules(t *testing.T) {
 		{"reserved bits not echoed", Config{}, Frame{Rev: 2, Enhanced: true, Reserved: BitSiwGSO}, 0, 0, true,
 			func(r Frame, p Params) bool { return r.Reserved == 0 }},
 		{"0x3FFF", Config{IRD: 4, ORD: 6}, Frame{Rev: 2, Enhanced: true, IRD: MaxIRDORD, ORD: MaxIRDORD}, 0, 0, true,
-			func(r Frame, p Params) bool { return r.IRD == MaxIRDORD && r.ORD == MaxIRDORD && p.IRD == 4 && p.ORD == 6 }},
+			func(r Frame, p Params) bool {
+				return r.IRD == MaxIRDORD && r.ORD == MaxIRDORD && p.IRD == 4 && p.ORD == 6
+			}},
 		{"reply key", Config{}, Frame{Reply: true, Rev: 1}, 0, CodeInvalidReqRep, false, nil},
 		{"rev 3", Config{}, Frame{Rev: 3}, 0, CodeInvalidReqRep, false, nil},
 		{"rev 2 to rev-1 responder", Config{Rev: 1}, Frame{Rev: 2}, 0, CodeInvalidReqRep, false, nil},
