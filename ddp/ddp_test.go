@@ -444,7 +444,11 @@ func FuzzHeader(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		n, err := Check(b)
 		if err != nil {
-			if len(b) >= HeaderLen(b[0]) && !errors.Is(err, ErrVersion) {
+			if len(b) == 0 || len(b) < HeaderLen(b[0]) {
+				if !errors.Is(err, ErrShort) {
+					t.Fatalf("short input: %v", err)
+				}
+			} else if !errors.Is(err, ErrVersion) {
 				t.Fatalf("unexpected error %v", err)
 			}
 			return
