@@ -1,0 +1,324 @@
+package dat
+
+import (
+	"net"
+	"strings"
+	"sync"
+
+	"github.com/softrnic/softrnic/rnic"
+)
+
+// IA is an open Interface Adapter instance (spec §6.2.1): the root of every
+// other DAT object. Each IA owns one softrnic engine device and one
+// transport (connection manager) chosen by its provider's instance data.
+type IA struct {
+	object
+	reg  *Registry
+	prov *Provider
+	name string
+
+	dev   *rnic.Device
+	tr    transport
+	local net.IP
+
+	mu       sync.Mutex
+	objs     map[Handle]struct{}
+	closedCh chan struct{}
+	asyncEVD *EVD
+	ownAsync bool
+	eps      map[uint32]*EP // by QP number
+	wg       sync.WaitGroup // IA goroutines (event pump, connection handlers)
+}
+
+// HandleType implements Handle.
+func (ia *IA) HandleType() HandleType { return HandleTypeIA }
+func (ia *IA) base() *object {
+	if ia == nil {
+		return nil
+	}
+	return &ia.object
+}
+
+// OpenIA is dat_ia_open on DefaultRegistry.
+func OpenIA(name string, asyncQLen int, asyncEVD *EVD) (*IA, *EVD, error) {
+	return DefaultRegistry.OpenIA(name, asyncQLen, asyncEVD)
+}
+
+// OpenIA is dat_ia_open (spec §6.2.1.1). With asyncEVD nil the provider
+// creates the asynchronous EVD with asyncQLen entries and returns it;
+// otherwise asyncEVD (an async EVD of the same provider) receives this IA's
+// asynchronous events too.
+func (r *Registry) OpenIA(name string, asyncQLen int, asyncEVD *EVD) (*IA, *EVD, error) {
+	if asyncEVD == nil && (asyncQLen <= 0 || asyncQLen > maxEVDQLen) {
+		return nil, nil, invalidArg(2)
+	}
+	if asyncEVD != nil && (!alive(asyncEVD) || asyncEVD.flags&EVDAsync == 0 || !alive(asyncEVD.ia) ||
+		asyncEVD.ia.prov.Info.Name != name) {
+		return nil, nil, ErrInvalidHandleEVDAsync
+	}
+	p, err := r.acquire(name)
+	if err != nil {
+		return nil, nil, err
+	}
+	kind, addr, _ := strings.Cut(strings.TrimSpace(p.InstanceData), " ")
+	addr = strings.TrimSpace(addr)
+	if addr == "" {
+		addr = "127.0.0.1"
+	}
+	local := net.ParseIP(addr)
+	if local == nil {
+		r.release(p)
+		return nil, nil, invalidArg(1)
+	}
+	ia := &IA{reg: r, prov: p, name: name, local: local, objs: make(map[Handle]struct{}),
+		closedCh: make(chan struct{}), eps: make(map[uint32]*EP)}
+	ia.ia = ia
+	dev, err := rnic.Open(rnic.Config{Name: name, LocalAddr: addr})
+	if err != nil {
+		r.release(p)
+		return nil, nil, ErrResourceDevice
+	}
+	ia.dev = dev
+	if f := transportFactories[kind]; f != nil {
+		ia.tr, err = f(ia)
+		if err != nil {
+			dev.Close()
+			r.release(p)
+			return nil, nil, ErrResourceDevice
+		}
+	} else if _, known := knownTransports[kind]; !known {
+		dev.Close()
+		r.release(p)
+		return nil, nil, ErrCommNotSupported
+	}
+	if asyncEVD == nil {
+		asyncEVD = newEVD(ia, asyncQLen, EVDAsync)
+		asyncEVD.isAsync = true
+		ia.ownAsync = true
+	}
+	ia.asyncEVD = asyncEVD
+	ia.wg.Add(1)
+	go ia.eventPump()
+	return ia, asyncEVD, nil
+}
+
+// knownTransports lists the instance-data transport names; a name without a
+// factory (the engine does not provide it yet) makes OpenIA fail with
+// DAT_COMM_NOT_SUPPORTED.
+var knownTransports = map[string]struct{}{"iwarp": {}, "rocev2": {}}
+
+// transportFactories builds the connection side of an IA by transport name.
+var transportFactories = map[string]func(*IA) (transport, error){}
+
+// Close is dat_ia_close (spec §6.2.1.2). CloseGraceful fails with
+// DAT_INVALID_STATE while Consumer-created objects exist; CloseAbrupt
+// destroys them all (waiters are released: EVD waiters get DAT_ABORT, CNO
+// waiters a nil EVD).
+func (ia *IA) Close(flags CloseFlags) error {
+	if !alive(ia) {
+		return ErrInvalidHandleIA
+	}
+	if flags != CloseAbrupt && flags != CloseGraceful {
+		return invalidArg(2)
+	}
+	ia.mu.Lock()
+	if flags == CloseGraceful && len(ia.objs) > 0 {
+		ia.mu.Unlock()
+		return ErrInvalidStateIAInUse
+	}
+	objs := make([]Handle, 0, len(ia.objs))
+	for h := range ia.objs {
+		objs = append(objs, h)
+	}
+	ia.objs = map[Handle]struct{}{}
+	ia.mu.Unlock()
+	// phased cascade: service points and requests, endpoints, memory,
+	// queues, then event objects
+	for _, phase := range [][]HandleType{
+		{HandleTypePSP, HandleTypeRSP, HandleTypeCSP, HandleTypeCR},
+		{HandleTypeEP},
+		{HandleTypeRMR}, {HandleTypeLMR}, {HandleTypeSRQ}, {HandleTypePZ},
+		{HandleTypeEVD}, {HandleTypeCNO},
+	} {
+		for _, h := range objs {
+			for _, t := range phase {
+				if h.HandleType() == t {
+					destroyObject(h)
+				}
+			}
+		}
+	}
+	ia.dead.Store(true)
+	close(ia.closedCh)
+	if ia.tr != nil {
+		ia.tr.close()
+	}
+	ia.dev.Close()
+	ia.wg.Wait()
+	if ia.ownAsync {
+		ia.asyncEVD.destroy()
+	}
+	ia.reg.release(ia.prov)
+	return nil
+}
+
+type destroyer interface{ destroy() }
+
+func destroyObject(h Handle) {
+	if d, ok := h.(destroyer); ok {
+		d.destroy()
+	}
+}
+
+func (ia *IA) register(h Handle) error {
+	ia.mu.Lock()
+	defer ia.mu.Unlock()
+	if ia.dead.Load() {
+		return ErrInvalidHandleIA
+	}
+	ia.objs[h] = struct{}{}
+	return nil
+}
+
+func (ia *IA) unregister(h Handle) {
+	ia.mu.Lock()
+	delete(ia.objs, h)
+	ia.mu.Unlock()
+}
+
+// asyncEvent posts an asynchronous event on the IA's async EVD.
+func (ia *IA) asyncEvent(n EventNumber, h Handle, reason int) {
+	if ia == nil || ia.asyncEVD == nil {
+		return
+	}
+	_ = ia.asyncEVD.post(Event{Number: n, Async: AsyncError{Handle: h, Reason: reason}}, true)
+}
+
+// IAAttr is DAT_IA_ATTR (spec §6.2.1.3).
+type IAAttr struct {
+	AdapterName              string
+	VendorName               string
+	HardwareMajor            uint32
+	HardwareMinor            uint32
+	FirmwareMajor            uint32
+	FirmwareMinor            uint32
+	Address                  net.Addr
+	MaxEPs                   int
+	MaxDTOPerEP              int
+	MaxRDMAReadPerEPIn       int
+	MaxRDMAReadPerEPOut      int
+	MaxEVDs                  int
+	MaxEVDQLen               int
+	MaxIOVSegmentsPerDTO     int
+	MaxLMRs                  int
+	MaxLMRBlockSize          uint64
+	MaxLMRVirtualAddress     uint64
+	MaxPZs                   int
+	MaxMessageSize           uint64
+	MaxRDMASize              uint64
+	MaxRMRs                  int
+	MaxRMRTargetAddress      uint64
+	MaxSRQs                  int
+	MaxEPPerSRQ              int
+	MaxRecvPerSRQ            int
+	MaxIOVSegmentsRDMARead   int
+	MaxIOVSegmentsRDMAWrite  int
+	MaxRDMAReadIn            int
+	MaxRDMAReadOut           int
+	MaxRDMAReadInGuaranteed  bool
+	MaxRDMAReadOutGuaranteed bool
+	ZBSupported              bool
+	Extension                string // "iWARP" when the iWARP extensions are available
+	ExtensionVersion         int
+}
+
+// ProviderAttr is DAT_PROVIDER_ATTR (spec §6.2.1.4), the subset meaningful
+// for this provider.
+type ProviderAttr struct {
+	ProviderName                  string
+	ProviderVersionMajor          uint32
+	ProviderVersionMinor          uint32
+	DAPLVersionMajor              uint32
+	DAPLVersionMinor              uint32
+	LMRMemTypes                   []MemType
+	QoS                           QoS
+	CompletionFlags               CompletionFlags
+	ThreadSafe                    bool
+	MaxPrivateDataSize            int
+	SupportsMultipath             bool
+	EPCreator                     string // "DAT_PSP_CREATES_EP_IFASKED"
+	OptimalBufferAlignment        int
+	EVDStreamMergingAll           bool
+	SRQSupported                  bool
+	SRQWatermarksSupported        int // 0x001: SRQ low watermark
+	SRQPZDifferenceSupport        bool
+	SRQInfoSupported              int // 0x01 available, 0x10 outstanding
+	EPRecvInfoSupported           int // 0x01 nbufs_allocated, 0x10 bufs_alloc_span
+	LMRSyncRequired               bool
+	DTOAsyncReturnGuarantee       bool
+	RDMAWriteForRDMARead          bool
+	RDMAReadLMRRMRContextExposure bool
+	RMRScopes                     []RMRScope
+	HASupported                   bool
+}
+
+// MaxPrivateData is the largest private data exchanged on connection
+// establishment (MPA limits it to 512 bytes, RFC 5044 §7.1).
+const MaxPrivateData = 512
+
+// IA attribute mask: any bit is accepted; IAFieldAll selects everything.
+const IAFieldAll uint64 = 0xFFFFFFFFF
+
+// Query is dat_ia_query (spec §6.2.1.5). The masks select fields; unknown
+// bits are DAT_INVALID_PARAMETER.
+func (ia *IA) Query(iaMask, providerMask uint64) (IAAttr, ProviderAttr, error) {
+	if !alive(ia) {
+		return IAAttr{}, ProviderAttr{}, ErrInvalidHandleIA
+	}
+	if iaMask&^IAFieldAll != 0 {
+		return IAAttr{}, ProviderAttr{}, invalidArg(2)
+	}
+	c := ia.dev.Config()
+	a := IAAttr{
+		AdapterName: ia.name, VendorName: "softrnic", HardwareMajor: 1, FirmwareMajor: 1,
+		Address: &net.IPAddr{IP: ia.local}, MaxEPs: c.MaxQP, MaxDTOPerEP: c.MaxQPWR,
+		MaxRDMAReadPerEPIn: c.MaxIRD, MaxRDMAReadPerEPOut: c.MaxORD, MaxEVDs: 1 << 16,
+		MaxEVDQLen: maxEVDQLen, MaxIOVSegmentsPerDTO: c.MaxSGE, MaxLMRs: c.MaxMR,
+		MaxLMRBlockSize: 1 << 40, MaxLMRVirtualAddress: ^uint64(0), MaxPZs: 1 << 16,
+		MaxMessageSize: 1 << 31, MaxRDMASize: 1 << 31, MaxRMRs: c.MaxMR,
+		MaxRMRTargetAddress: ^uint64(0), MaxSRQs: 1 << 16, MaxEPPerSRQ: c.MaxQP,
+		MaxRecvPerSRQ: c.MaxQPWR, MaxIOVSegmentsRDMARead: c.MaxSGE,
+		MaxIOVSegmentsRDMAWrite: c.MaxSGE, MaxRDMAReadIn: c.MaxIRD * c.MaxQP,
+		MaxRDMAReadOut: c.MaxORD * c.MaxQP, MaxRDMAReadInGuaranteed: true,
+		MaxRDMAReadOutGuaranteed: true, ZBSupported: true, Extension: "iWARP", ExtensionVersion: 1,
+	}
+	p := ProviderAttr{
+		ProviderName: "softrnic", ProviderVersionMajor: 1, ProviderVersionMinor: 0,
+		DAPLVersionMajor: VersionMajor, DAPLVersionMinor: VersionMinor,
+		LMRMemTypes: []MemType{MemTypeVirtual, MemTypeLMR},
+		QoS:         QoSBestEffort,
+		CompletionFlags: CompletionSuppress | CompletionSolicitedWait | CompletionUnsignalled |
+			CompletionBarrierFence | CompletionEVDThreshold,
+		ThreadSafe: true, MaxPrivateDataSize: MaxPrivateData, EPCreator: "DAT_PSP_CREATES_EP_IFASKED",
+		OptimalBufferAlignment: 64, EVDStreamMergingAll: true, SRQSupported: true,
+		SRQWatermarksSupported: 0x001, SRQPZDifferenceSupport: false, SRQInfoSupported: 0x11,
+		EPRecvInfoSupported: 0x11, DTOAsyncReturnGuarantee: true, RDMAWriteForRDMARead: false,
+		RDMAReadLMRRMRContextExposure: true, RMRScopes: []RMRScope{RMRScopeEP, RMRScopePZ},
+	}
+	return a, p, nil
+}
+
+// Device returns the softrnic engine device behind the IA (for statistics).
+func (ia *IA) Device() *rnic.Device { return ia.dev }
+
+// AsyncEVD returns the IA's asynchronous EVD.
+func (ia *IA) AsyncEVD() *EVD { return ia.asyncEVD }
+
+// eventPump turns engine asynchronous events into DAT events until the
+// device closes.
+func (ia *IA) eventPump() {
+	defer ia.wg.Done()
+	for ev := range ia.dev.Events() {
+		ia.handleDeviceEvent(ev)
+	}
+}
