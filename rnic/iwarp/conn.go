@@ -1,0 +1,1168 @@
+package iwarp
+
+import (
+	"encoding/binary"
+	"errors"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/softrnic/softrnic/ddp"
+	"github.com/softrnic/softrnic/mpa"
+	"github.com/softrnic/softrnic/rdmap"
+	"github.com/softrnic/softrnic/rnic"
+)
+
+// Conn is one established iWARP connection bound to a QP; it is the QP's transport.
+type Conn struct {
+	qp        *rnic.QP
+	nc        net.Conn
+	cfg       Config
+	params    mpa.Params
+	initiator bool
+	peerPD    []byte
+	mulpdu    int
+	ird, ord  int
+	ext       bool
+
+	rd *mpa.Reader
+	wr *mpa.Writer
+
+	kick     chan struct{}
+	quit     chan struct{}
+	quitOnce sync.Once
+	running  atomic.Int32
+	done     chan struct{}
+	timer    *time.Timer
+
+	mu       sync.Mutex
+	cond     chan struct{} // closed when the responder may transmit (first FPDU received)
+	condOnce sync.Once
+	orq      ring[orqEntry]
+	irq      ring[irqEntry]
+	term     []byte // pending Terminate ULPDU (after the MPA length), built by the receiver
+	termErr  rdmap.TerminateError
+	termSend bool
+	closing  bool
+	rxEOF    bool
+	err      error
+
+	// sender-owned
+	txMSN  [4]uint32
+	hdr    [96]byte
+	pieces [][]byte
+	held   *rnic.SendWQE
+	reqID  uint32
+
+	// receiver-owned
+	rxMSN     [4]uint32
+	rh        [128]byte
+	cur       *rnic.RecvWQE
+	curGot    uint64
+	tagged    ddp.TaggedStream
+	rtrExpect bool
+	lastWrite bool
+}
+
+type orqKind uint8
+
+const (
+	orqRead orqKind = iota
+	orqAtomic
+	orqRTR
+)
+
+type orqEntry struct {
+	kind     orqKind
+	w        *rnic.SendWQE
+	sinkSTag uint32
+	sinkTO   uint64
+	size     uint64
+	got      uint64
+	reqID    uint32
+}
+
+type irqEntry struct {
+	atomic   bool
+	sinkSTag uint32
+	sinkTO   uint64
+	src      []byte
+	reqID    uint32
+	orig     uint64
+}
+
+// ring is a fixed-capacity FIFO.
+type ring[T any] struct {
+	buf     []T
+	head, n int
+}
+
+func newRing[T any](n int) ring[T] { return ring[T]{buf: make([]T, max(n, 1))} }
+func (r *ring[T]) full() bool       { return r.n == len(r.buf) }
+func (r *ring[T]) push(v T) bool {
+	if r.full() {
+		return false
+	}
+	r.buf[(r.head+r.n)%len(r.buf)] = v
+	r.n++
+	return true
+}
+func (r *ring[T]) front() *T { return &r.buf[r.head] }
+func (r *ring[T]) pop() T {
+	v := r.buf[r.head]
+	var z T
+	r.buf[r.head] = z
+	r.head = (r.head + 1) % len(r.buf)
+	r.n--
+	return v
+}
+
+func newConn(qp *rnic.QP, nc net.Conn, cfg Config, p mpa.Params, initiator bool, peerPD []byte) *Conn {
+	c := &Conn{qp: qp, nc: nc, cfg: cfg, params: p, initiator: initiator, peerPD: peerPD,
+		ext: cfg.Extensions, kick: make(chan struct{}, 1), quit: make(chan struct{}),
+		done: make(chan struct{}), cond: make(chan struct{})}
+	c.ird, c.ord = int(p.IRD), int(p.ORD)
+	if c.ird > qp.Device().Config().MaxIRD {
+		c.ird = qp.Device().Config().MaxIRD
+	}
+	if c.ord > qp.Device().Config().MaxORD {
+		c.ord = qp.Device().Config().MaxORD
+	}
+	c.orq = newRing[orqEntry](c.ord + 1)
+	c.irq = newRing[irqEntry](c.ird + 1)
+	c.mulpdu = cfg.MULPDU
+	if c.mulpdu <= 0 {
+		c.mulpdu = mpa.MULPDU(tcpMSS(nc), p.TxMarkers)
+	}
+	c.mulpdu = max(min(c.mulpdu, mpa.MaxULPDU), mpa.MinMULPDU)
+	c.rd = mpa.NewReader(nc, p.RxFraming())
+	c.wr = mpa.NewWriter(nc, p.TxFraming())
+	c.pieces = make([][]byte, 0, 32)
+	for i := range c.txMSN {
+		c.txMSN[i] = 1
+		c.rxMSN[i] = 1
+	}
+	c.rtrExpect = !initiator && p.P2P
+	if initiator {
+		c.openGate()
+	}
+	return c
+}
+
+// start attaches c to the QP and runs its goroutines.
+func (c *Conn) start() error {
+	if err := c.qp.Attach(c); err != nil {
+		return err
+	}
+	c.running.Store(2)
+	go c.sendLoop()
+	go c.recvLoop()
+	return c.qp.Established()
+}
+
+// QP returns the bound queue pair.
+func (c *Conn) QP() *rnic.QP { return c.qp }
+
+// Params returns the negotiated MPA parameters.
+func (c *Conn) Params() mpa.Params { return c.params }
+
+// PeerPrivateData returns the private data the peer sent (Reply for the initiator,
+// Request for the responder).
+func (c *Conn) PeerPrivateData() []byte { return c.peerPD }
+
+// MULPDU returns the largest ULPDU this side sends.
+func (c *Conn) MULPDU() int { return c.mulpdu }
+
+// IRD and ORD return the negotiated inbound and outbound Read depths.
+func (c *Conn) IRD() int { return c.ird }
+
+// ORD returns the negotiated outbound Read depth.
+func (c *Conn) ORD() int { return c.ord }
+
+// LocalAddr returns the TCP local address.
+func (c *Conn) LocalAddr() net.Addr { return c.nc.LocalAddr() }
+
+// RemoteAddr returns the TCP remote address.
+func (c *Conn) RemoteAddr() net.Addr { return c.nc.RemoteAddr() }
+
+// Done is closed when both goroutines have exited and the QP was flushed.
+func (c *Conn) Done() <-chan struct{} { return c.done }
+
+// Close aborts the connection and waits until the QP is flushed.
+func (c *Conn) Close() error {
+	c.Disconnect(false)
+	<-c.done
+	return nil
+}
+
+// SendQueued implements rnic.QPTransport.
+func (c *Conn) SendQueued() { c.wake() }
+
+// Disconnect implements rnic.QPTransport.
+func (c *Conn) Disconnect(graceful bool) {
+	if !graceful {
+		c.abort(true)
+		return
+	}
+	c.mu.Lock()
+	if !c.closing {
+		c.closing = true
+		c.timer = time.AfterFunc(c.cfg.Disconnect, func() { c.abort(true) })
+	}
+	c.mu.Unlock()
+	c.wake()
+}
+
+func (c *Conn) wake() {
+	select {
+	case c.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (c *Conn) openGate() { c.condOnce.Do(func() { close(c.cond) }) }
+
+// abort closes the socket (with RST when rst) and stops both goroutines.
+func (c *Conn) abort(rst bool) {
+	c.quitOnce.Do(func() {
+		close(c.quit)
+		if tc, ok := c.nc.(*net.TCPConn); ok && rst {
+			_ = tc.SetLinger(0)
+		}
+		_ = c.nc.Close()
+	})
+}
+
+func (c *Conn) quitting() bool {
+	select {
+	case <-c.quit:
+		return true
+	default:
+		return false
+	}
+}
+
+func (c *Conn) setErr(err error) {
+	c.mu.Lock()
+	if c.err == nil {
+		c.err = err
+	}
+	c.mu.Unlock()
+}
+
+// exit is run by each goroutine on its way out; the last one finishes the QP.
+func (c *Conn) exit() {
+	if c.running.Add(-1) != 0 {
+		return
+	}
+	c.abort(false)
+	c.mu.Lock()
+	if c.timer != nil {
+		c.timer.Stop()
+	}
+	err := c.err
+	c.mu.Unlock()
+	c.qp.TransportDone(err)
+	close(c.done)
+}
+
+// fail moves the QP to Error because of an LLP or local error.
+func (c *Conn) fail(ev rnic.EventType, err error) {
+	if c.quitting() {
+		return
+	}
+	c.setErr(err)
+	c.qp.Fatal(ev, err)
+}
+
+// ---------------------------------------------------------------- sender
+
+func (c *Conn) writeFPDU(hdr []byte, payload [][]byte) error {
+	return c.wr.WriteFPDU(hdr, payload)
+}
+
+// gather sets c.pieces to the bytes [off, off+n) of segs.
+func (c *Conn) gather(segs [][]byte, off, n uint64) [][]byte {
+	p := c.pieces[:0]
+	for _, s := range segs {
+		if n == 0 {
+			break
+		}
+		l := uint64(len(s))
+		if off >= l {
+			off -= l
+			continue
+		}
+		k := min(l-off, n)
+		p = append(p, s[off:off+k])
+		n -= k
+		off = 0
+	}
+	c.pieces = p
+	return p
+}
+
+func (c *Conn) sendLoop() {
+	defer c.exit()
+	select {
+	case <-c.cond:
+	case <-c.quit:
+		return
+	}
+	if c.initiator && c.params.P2P {
+		if err := c.sendRTR(); err != nil {
+			c.fail(rnic.EventQPFatal, err)
+			return
+		}
+	}
+	for {
+		c.mu.Lock()
+		if c.termSend {
+			b, te := c.term, c.termErr
+			c.termSend = false
+			c.mu.Unlock()
+			if err := c.writeFPDU(b, nil); err == nil {
+				c.qp.CountTermSent()
+				c.qp.CountTx(0, 1)
+			}
+			if tc, ok := c.nc.(*net.TCPConn); ok {
+				_ = tc.CloseWrite()
+			}
+			err := &TermError{TerminateError: te, Sent: true}
+			c.setErr(err)
+			c.qp.Fatal(eventFor(te), err)
+			return
+		}
+		if c.irq.n > 0 {
+			e := c.irq.pop()
+			c.mu.Unlock()
+			if err := c.sendResponse(&e); err != nil {
+				c.fail(rnic.EventQPFatal, err)
+				return
+			}
+			continue
+		}
+		closing, rxEOF, outstanding := c.closing, c.rxEOF, c.orq.n
+		c.mu.Unlock()
+		if rxEOF {
+			if tc, ok := c.nc.(*net.TCPConn); ok {
+				_ = tc.CloseWrite()
+			}
+			return
+		}
+		w := c.held
+		if w == nil {
+			w = c.qp.NextSend()
+		}
+		if w == nil {
+			if closing && outstanding == 0 && !c.qp.SendPending() {
+				if tc, ok := c.nc.(*net.TCPConn); ok {
+					_ = tc.CloseWrite()
+				} else {
+					c.abort(false)
+				}
+				return
+			}
+			select {
+			case <-c.kick:
+			case <-c.quit:
+				return
+			}
+			continue
+		}
+		if c.blocked(w, outstanding) {
+			c.held = w
+			select {
+			case <-c.kick:
+			case <-c.quit:
+				return
+			}
+			continue
+		}
+		c.held = nil
+		if err := c.sendWQE(w); err != nil {
+			c.fail(rnic.EventQPFatal, err)
+			return
+		}
+	}
+}
+
+func (c *Conn) blocked(w *rnic.SendWQE, outstanding int) bool {
+	if w.Flags&rnic.LocalFence != 0 && !c.qp.IsOldest(w) {
+		return true
+	}
+	if w.Flags&rnic.Fence != 0 && outstanding > 0 {
+		return true
+	}
+	switch w.Opcode {
+	case rnic.OpRead, rnic.OpAtomicCmpSwap, rnic.OpAtomicFetchAdd:
+		return outstanding >= c.ord
+	}
+	return false
+}
+
+var errLocalOp = errors.New("iwarp: work request not supported on this connection")
+
+func (c *Conn) localError(w *rnic.SendWQE, st rnic.Status, ev rnic.EventType) error {
+	c.qp.CompleteSend(w, st)
+	c.setErr(errLocalOp)
+	c.qp.Fatal(ev, errLocalOp)
+	return nil
+}
+
+func (c *Conn) sendWQE(w *rnic.SendWQE) error {
+	switch w.Opcode {
+	case rnic.OpSend, rnic.OpSendInv:
+		op := rdmap.OpSend
+		se := w.Flags&rnic.Solicited != 0
+		inv := uint32(0)
+		if w.Opcode == rnic.OpSendInv {
+			inv = w.InvalidateSTag
+			op = rdmap.OpSendInvalidate
+			if se {
+				op = rdmap.OpSendSEInvalidate
+			}
+		} else if se {
+			op = rdmap.OpSendSE
+		}
+		if err := c.sendUntagged(op, inv, w.Segs, w.Len); err != nil {
+			return err
+		}
+	case rnic.OpWrite, rnic.OpWriteImm:
+		if w.Opcode == rnic.OpWriteImm && !c.ext {
+			return c.localError(w, rnic.StatusLocQPOpErr, rnic.EventQPReqErr)
+		}
+		if err := c.sendTagged(rdmap.OpWrite, w.RKey, w.RemoteAddr, w.Segs, w.Len); err != nil {
+			return err
+		}
+		if w.Opcode == rnic.OpWriteImm {
+			if err := c.sendImm(w); err != nil {
+				return err
+			}
+		}
+	case rnic.OpSendImm:
+		if !c.ext || w.Len != 0 {
+			return c.localError(w, rnic.StatusLocQPOpErr, rnic.EventQPReqErr)
+		}
+		if err := c.sendImm(w); err != nil {
+			return err
+		}
+	case rnic.OpRead:
+		if c.ord == 0 || w.Len > 0xFFFFFFFF {
+			return c.localError(w, rnic.StatusLocQPOpErr, rnic.EventQPReqErr)
+		}
+		e := orqEntry{kind: orqRead, w: w, sinkSTag: 1, size: w.Len}
+		if len(w.SGL) > 0 {
+			e.sinkSTag, e.sinkTO = w.SGL[0].LKey, w.SGL[0].Addr
+		}
+		rr := readReq{sinkSTag: e.sinkSTag, sinkTO: e.sinkTO, size: uint32(w.Len), srcSTag: w.RKey, srcTO: w.RemoteAddr}
+		c.mu.Lock()
+		c.orq.push(e)
+		c.mu.Unlock()
+		return c.sendReadReq(&rr)
+	case rnic.OpAtomicCmpSwap, rnic.OpAtomicFetchAdd:
+		if !c.ext || c.ord == 0 {
+			return c.localError(w, rnic.StatusLocQPOpErr, rnic.EventQPReqErr)
+		}
+		c.reqID++
+		c.mu.Lock()
+		c.orq.push(orqEntry{kind: orqAtomic, w: w, reqID: c.reqID})
+		c.mu.Unlock()
+		h := c.hdr[:ddp.UntaggedLen+atomicReqLen]
+		putUntagged(h, true, rdmap.OpAtomicRequest, 0, ddp.QNReadRequest, c.txMSN[1], 0)
+		c.txMSN[1]++
+		a := h[ddp.UntaggedLen:]
+		clear(a)
+		if w.Opcode == rnic.OpAtomicCmpSwap {
+			a[3] = aopCmpSwap
+			be.PutUint64(a[20:], w.Swap)
+			be.PutUint64(a[28:], ^uint64(0))
+			be.PutUint64(a[36:], w.Compare)
+			be.PutUint64(a[44:], ^uint64(0))
+		} else {
+			a[3] = aopFetchAdd
+			be.PutUint64(a[20:], w.Compare)
+			be.PutUint64(a[44:], ^uint64(0))
+		}
+		be.PutUint32(a[4:], c.reqID)
+		be.PutUint32(a[8:], w.RKey)
+		be.PutUint64(a[12:], w.RemoteAddr)
+		if err := c.writeFPDU(h, nil); err != nil {
+			return err
+		}
+		c.qp.CountTx(0, 1)
+		return nil
+	case rnic.OpLocalInv, rnic.OpRegMR, rnic.OpBindMW:
+		st := c.qp.ExecLocal(w)
+		c.qp.CompleteSend(w, st)
+		if st != rnic.StatusSuccess {
+			err := errors.New("iwarp: local " + w.Opcode.String() + " failed: " + st.String())
+			c.setErr(err)
+			c.qp.Fatal(rnic.EventQPFatal, err)
+		}
+		return nil
+	default:
+		return c.localError(w, rnic.StatusLocQPOpErr, rnic.EventQPReqErr)
+	}
+	c.qp.CompleteSend(w, rnic.StatusSuccess)
+	return nil
+}
+
+// sendUntagged sends one Send-type message on QN 0 (RFC 5040 §4.4, RFC 5041 §4.3).
+func (c *Conn) sendUntagged(op rdmap.Opcode, inv uint32, segs [][]byte, n uint64) error {
+	per := uint64(c.mulpdu - ddp.UntaggedLen)
+	msn := c.txMSN[0]
+	c.txMSN[0]++
+	h := c.hdr[:ddp.UntaggedLen]
+	var off uint64
+	for {
+		k := min(per, n-off)
+		last := off+k == n
+		putUntagged(h, last, op, inv, ddp.QNSend, msn, uint32(off))
+		if err := c.writeFPDU(h, c.gather(segs, off, k)); err != nil {
+			return err
+		}
+		c.qp.CountTx(int(k), 1)
+		off += k
+		if last {
+			return nil
+		}
+	}
+}
+
+// sendTagged sends one tagged message (Write or Read Response, RFC 5040 §4.3, §4.5).
+func (c *Conn) sendTagged(op rdmap.Opcode, stag uint32, to uint64, segs [][]byte, n uint64) error {
+	per := uint64(c.mulpdu - ddp.TaggedLen)
+	h := c.hdr[:ddp.TaggedLen]
+	var off uint64
+	for {
+		k := min(per, n-off)
+		last := off+k == n
+		putTagged(h, last, op, stag, to+off)
+		if err := c.writeFPDU(h, c.gather(segs, off, k)); err != nil {
+			return err
+		}
+		c.qp.CountTx(int(k), 1)
+		off += k
+		if last {
+			return nil
+		}
+	}
+}
+
+func (c *Conn) sendImm(w *rnic.SendWQE) error {
+	op := rdmap.OpImmediateData
+	if w.Flags&rnic.Solicited != 0 {
+		op = rdmap.OpImmediateDataSE
+	}
+	h := c.hdr[:ddp.UntaggedLen+immLen]
+	putUntagged(h, true, op, 0, ddp.QNSend, c.txMSN[0], 0)
+	c.txMSN[0]++
+	be.PutUint64(h[ddp.UntaggedLen:], uint64(w.Imm))
+	if err := c.writeFPDU(h, nil); err != nil {
+		return err
+	}
+	c.qp.CountTx(0, 1)
+	return nil
+}
+
+func (c *Conn) sendReadReq(rr *readReq) error {
+	h := c.hdr[:ddp.UntaggedLen+readReqLen]
+	putUntagged(h, true, rdmap.OpReadRequest, 0, ddp.QNReadRequest, c.txMSN[1], 0)
+	c.txMSN[1]++
+	rr.put(h[ddp.UntaggedLen:])
+	if err := c.writeFPDU(h, nil); err != nil {
+		return err
+	}
+	c.qp.CountTx(0, 1)
+	return nil
+}
+
+// sendRTR sends the initiator's RFC 6581 §9.2 ready-to-receive indication in the form
+// Linux siw uses.
+func (c *Conn) sendRTR() error {
+	switch {
+	case c.params.RTR&mpa.RTRWrite != 0:
+		h := c.hdr[:ddp.TaggedLen]
+		putTagged(h, true, rdmap.OpWrite, 1, 0)
+		return c.writeFPDU(h, nil)
+	case c.params.RTR&mpa.RTRRead != 0:
+		c.mu.Lock()
+		c.orq.push(orqEntry{kind: orqRTR, sinkSTag: 1})
+		c.mu.Unlock()
+		return c.sendReadReq(&readReq{sinkSTag: 1, srcSTag: 1})
+	case c.params.RTR&mpa.RTRSend != 0:
+		return c.sendUntagged(rdmap.OpSend, 0, nil, 0)
+	}
+	return nil
+}
+
+// sendResponse sends a Read Response streamed from the source region or an Atomic
+// Response.
+func (c *Conn) sendResponse(e *irqEntry) error {
+	if e.atomic {
+		h := c.hdr[:ddp.UntaggedLen+atomicRespLen]
+		putUntagged(h, true, rdmap.OpAtomicResponse, 0, ddp.QNAtomicResponse, c.txMSN[3], 0)
+		c.txMSN[3]++
+		be.PutUint32(h[ddp.UntaggedLen:], e.reqID)
+		be.PutUint64(h[ddp.UntaggedLen+4:], e.orig)
+		if err := c.writeFPDU(h, nil); err != nil {
+			return err
+		}
+		c.qp.CountTx(0, 1)
+		return nil
+	}
+	var one [1][]byte
+	one[0] = e.src
+	return c.sendTagged(rdmap.OpReadResponse, e.sinkSTag, e.sinkTO, one[:], uint64(len(e.src)))
+}
+
+// ---------------------------------------------------------------- receiver
+
+// errPeerTerm marks a received Terminate.
+var errProto = errors.New("iwarp: protocol error")
+
+func (c *Conn) recvLoop() {
+	defer c.exit()
+	for {
+		n, err := c.rd.Next()
+		if err != nil {
+			c.rxError(err)
+			return
+		}
+		if !c.segment(n) {
+			return
+		}
+	}
+}
+
+func (c *Conn) rxError(err error) {
+	if c.quitting() {
+		return
+	}
+	c.mu.Lock()
+	closing := c.closing
+	c.mu.Unlock()
+	if errors.Is(err, io.EOF) {
+		// Graceful close by the peer (or the answer to ours).
+		c.mu.Lock()
+		c.rxEOF = true
+		c.mu.Unlock()
+		c.wake()
+		if !closing {
+			// let the sender close our side; the QP is flushed at exit.
+			return
+		}
+		return
+	}
+	var me *mpa.Error
+	if errors.As(err, &me) {
+		te := rdmap.FromLLP(uint8(me.Code))
+		if me.Code == mpa.CodeCRC {
+			c.qp.CountCRCError()
+		}
+		c.sendTerm(te, nil, 0, nil)
+		return
+	}
+	if closing {
+		c.setErr(err)
+		c.abort(false)
+		return
+	}
+	c.fail(rnic.EventQPFatal, &TermError{TerminateError: rdmap.TermMPATCPClosed})
+}
+
+// sendTerm hands a Terminate to the sender (RFC 5040 §5.4.1 / §7): QN 2, MSN 1, MO 0,
+// then the control word and, when hdr is given, the DDP segment length and header (and
+// the Read Request header when rr is given). The receiver stops after calling it.
+func (c *Conn) sendTerm(te rdmap.TerminateError, hdr []byte, ulpLen int, rr []byte) {
+	b := make([]byte, 0, ddp.UntaggedLen+termCtrlLen+2+ddp.UntaggedLen+readReqLen)
+	b = b[:ddp.UntaggedLen+termCtrlLen]
+	putUntagged(b, true, rdmap.OpTerminate, 0, ddp.QNTerminate, 1, 0)
+	var flags uint32
+	if hdr != nil {
+		flags |= termM | termD
+	}
+	if rr != nil {
+		flags |= termR
+	}
+	be.PutUint32(b[ddp.UntaggedLen:], termWord(te, flags))
+	if hdr != nil {
+		b = be.AppendUint16(b, uint16(ulpLen))
+		b = append(b, hdr...)
+		b = append(b, rr...)
+	}
+	c.qp.EnterTerminate()
+	if c.cur != nil {
+		c.qp.CompleteRecv(c.cur, rnic.RecvResult{Status: rnic.StatusLocLenErr, Opcode: rnic.WCRecv})
+		c.cur = nil
+	}
+	c.mu.Lock()
+	c.term, c.termErr, c.termSend = b, te, true
+	c.mu.Unlock()
+	c.openGate()
+	c.wake()
+}
+
+// readInto reads n payload bytes of the current FPDU into segs at offset off.
+func (c *Conn) readInto(segs [][]byte, off, n uint64) error {
+	for _, s := range segs {
+		if n == 0 {
+			break
+		}
+		l := uint64(len(s))
+		if off >= l {
+			off -= l
+			continue
+		}
+		k := min(l-off, n)
+		if err := c.rd.ReadFull(s[off : off+k]); err != nil {
+			return err
+		}
+		n -= k
+		off = 0
+	}
+	return nil
+}
+
+// segment processes one FPDU of ULPDU length n; it returns false when the receiver must stop.
+func (c *Conn) segment(n int) bool {
+	h := c.rh[:]
+	if n < 2 {
+		c.sendTerm(rdmap.TermCatastrophicStream, nil, 0, nil)
+		return false
+	}
+	if err := c.rd.ReadFull(h[:2]); err != nil {
+		c.rxError(err)
+		return false
+	}
+	hl := ddp.HeaderLen(h[0])
+	if n < hl {
+		c.sendTerm(rdmap.TermCatastrophicStream, nil, 0, nil)
+		return false
+	}
+	if err := c.rd.ReadFull(h[2:hl]); err != nil {
+		c.rxError(err)
+		return false
+	}
+	op, _, err := rdmap.CheckSegment(h[:hl])
+	if err != nil {
+		te, ok := rdmap.AsTerminateError(err)
+		if !ok {
+			te = rdmap.TermCatastrophicStream
+		}
+		c.sendTerm(te, h[:hl], n, nil)
+		return false
+	}
+	if (op.Extension() && !c.ext) || op == rdmap.OpExperimental {
+		c.sendTerm(rdmap.TermUnexpectedOpcode, h[:hl], n, nil)
+		return false
+	}
+	rl := op.HeaderLen()
+	if n < hl+rl || (op != rdmap.OpTerminate && !op.CarriesPayload() && n != hl+rl) {
+		c.sendTerm(rdmap.FromDDP(ddp.ErrMessageTooLong), h[:hl], n, nil)
+		return false
+	}
+	if rl > 0 {
+		if err := c.rd.ReadFull(h[hl : hl+rl]); err != nil {
+			c.rxError(err)
+			return false
+		}
+	}
+	plen := uint64(n - hl - rl)
+	c.openGate()
+	if c.rtrExpect {
+		c.rtrExpect = false
+		if ok, handled := c.rtr(op, h[:hl+rl], n, plen); !ok {
+			return false
+		} else if handled {
+			return true
+		}
+	}
+	c.qp.CountRx(int(plen), 1)
+	switch op {
+	case rdmap.OpWrite:
+		return c.rxWrite(h[:hl], n, plen)
+	case rdmap.OpReadResponse:
+		return c.rxReadResp(h[:hl], n, plen)
+	case rdmap.OpSend, rdmap.OpSendSE, rdmap.OpSendInvalidate, rdmap.OpSendSEInvalidate:
+		return c.rxSend(op, h[:hl], n, plen)
+	case rdmap.OpReadRequest:
+		return c.rxReadReq(h[:hl+rl], n)
+	case rdmap.OpTerminate:
+		return c.rxTerm(h[hl : hl+rl])
+	case rdmap.OpImmediateData, rdmap.OpImmediateDataSE:
+		return c.rxImm(op, h[:hl+rl], n)
+	case rdmap.OpAtomicRequest:
+		return c.rxAtomicReq(h[:hl+rl], n)
+	case rdmap.OpAtomicResponse:
+		return c.rxAtomicResp(h[:hl+rl], n)
+	}
+	c.sendTerm(rdmap.TermUnexpectedOpcode, h[:hl], n, nil)
+	return false
+}
+
+func (c *Conn) end() bool {
+	if err := c.rd.End(); err != nil {
+		c.rxError(err)
+		return false
+	}
+	return true
+}
+
+// rtr handles the responder's first FPDU in peer-to-peer mode (RFC 6581 §9.2): it must be
+// an RTR of a type the responder accepted. handled reports that the FPDU was consumed.
+func (c *Conn) rtr(op rdmap.Opcode, h []byte, n int, plen uint64) (ok, handled bool) {
+	types := c.params.RTR
+	switch {
+	case op == rdmap.OpWrite && plen == 0 && types&mpa.RTRWrite != 0:
+		return c.end(), true
+	case op == rdmap.OpReadRequest && types&mpa.RTRRead != 0:
+		var rr readReq
+		rr.get(h[ddp.UntaggedLen:])
+		if rr.size == 0 {
+			if !c.end() {
+				return false, true
+			}
+			c.rxMSN[1]++
+			c.mu.Lock()
+			c.irq.push(irqEntry{sinkSTag: rr.sinkSTag, sinkTO: rr.sinkTO})
+			c.mu.Unlock()
+			c.wake()
+			return true, true
+		}
+	case op == rdmap.OpSend && plen == 0 && types&mpa.RTRSend != 0:
+		if !c.end() {
+			return false, true
+		}
+		c.rxMSN[0]++
+		return true, true
+	}
+	c.sendTerm(rdmap.TermMPANoMatchingRTR, nil, 0, nil)
+	return false, true
+}
+
+func (c *Conn) rxWrite(h []byte, n int, plen uint64) bool {
+	t := ddp.Tagged(h)
+	stag, to := t.STag(), t.TO()
+	if err := c.tagged.Accept(stag, to, int(plen), t.Last()); err != nil {
+		te, _ := rdmap.AsTerminateError(err)
+		c.sendTerm(te, h, n, nil)
+		return false
+	}
+	dst, err := c.qp.ResolveRemote(stag, to, plen, rnic.AccessRemoteWrite)
+	if err != nil {
+		c.sendTerm(taggedTerm(err), h, n, nil)
+		return false
+	}
+	if err := c.rd.ReadFull(dst); err != nil {
+		c.rxError(err)
+		return false
+	}
+	if !c.end() {
+		return false
+	}
+	c.lastWrite = t.Last()
+	return true
+}
+
+func (c *Conn) rxReadResp(h []byte, n int, plen uint64) bool {
+	t := ddp.Tagged(h)
+	c.mu.Lock()
+	var e *orqEntry
+	if c.orq.n > 0 && c.orq.front().kind != orqAtomic {
+		e = c.orq.front()
+	}
+	c.mu.Unlock()
+	if e == nil {
+		c.sendTerm(rdmap.TermUnexpectedOpcode, h, n, nil)
+		return false
+	}
+	if t.STag() != e.sinkSTag {
+		c.sendTerm(rdmap.FromDDP(ddp.ErrInvalidSTag), h, n, nil)
+		return false
+	}
+	if t.TO() != e.sinkTO+e.got || e.got+plen > e.size {
+		c.sendTerm(rdmap.FromDDP(ddp.ErrBaseBounds), h, n, nil)
+		return false
+	}
+	if e.w != nil {
+		if err := c.readInto(e.w.Segs, e.got, plen); err != nil {
+			c.rxError(err)
+			return false
+		}
+	}
+	if !c.end() {
+		return false
+	}
+	e.got += plen
+	if !t.Last() {
+		return true
+	}
+	if e.got != e.size {
+		c.sendTerm(rdmap.FromDDP(ddp.ErrBaseBounds), h, n, nil)
+		return false
+	}
+	c.mu.Lock()
+	done := c.orq.pop()
+	c.mu.Unlock()
+	if done.w != nil {
+		c.qp.CompleteSend(done.w, rnic.StatusSuccess)
+	}
+	c.wake()
+	return true
+}
+
+func (c *Conn) rxSend(op rdmap.Opcode, h []byte, n int, plen uint64) bool {
+	u := ddp.Untagged(h)
+	if uint32(u.MSN()) != c.rxMSN[0] {
+		c.sendTerm(rdmap.FromDDP(ddp.ErrMSNRange), h, n, nil)
+		return false
+	}
+	if uint64(u.MO()) != c.curGot {
+		c.sendTerm(rdmap.FromDDP(ddp.ErrInvalidMO), h, n, nil)
+		return false
+	}
+	if c.cur == nil {
+		w, st := c.qp.TakeRecv()
+		switch {
+		case w == nil && st == rnic.StatusSuccess:
+			c.sendTerm(rdmap.FromDDP(ddp.ErrMSNNoBuffer), h, n, nil)
+			return false
+		case w == nil:
+			c.abort(false)
+			return false
+		case st != rnic.StatusSuccess:
+			c.qp.CompleteRecv(w, rnic.RecvResult{Status: st, Opcode: rnic.WCRecv})
+			c.sendTerm(rdmap.TermLocalCatastrophic, nil, 0, nil)
+			return false
+		}
+		c.cur = w
+	}
+	w := c.cur
+	if c.curGot+plen > w.Len {
+		c.sendTerm(rdmap.FromDDP(ddp.ErrMessageTooLong), h, n, nil)
+		return false
+	}
+	if err := c.readInto(w.Segs, c.curGot, plen); err != nil {
+		c.rxError(err)
+		return false
+	}
+	if !c.end() {
+		return false
+	}
+	c.curGot += plen
+	if !u.Last() {
+		return true
+	}
+	r := rnic.RecvResult{Opcode: rnic.WCRecv, ByteLen: uint32(c.curGot)}
+	if op.SolicitedEvent() {
+		r.Flags |= rnic.WCSolicited
+	}
+	if op.CarriesInvalidateSTag() {
+		inv := u.ULPField()
+		if err := c.qp.Invalidate(inv); err != nil {
+			c.sendTerm(rdmap.TermProtCannotInvalidate, h, n, nil)
+			return false
+		}
+		r.Flags |= rnic.WCWithInv
+		r.InvalidatedSTag = inv
+	}
+	c.cur, c.curGot = nil, 0
+	c.rxMSN[0]++
+	c.lastWrite = false
+	c.qp.CompleteRecv(w, r)
+	return true
+}
+
+func (c *Conn) rxImm(op rdmap.Opcode, h []byte, n int) bool {
+	u := ddp.Untagged(h)
+	if uint32(u.MSN()) != c.rxMSN[0] || c.cur != nil {
+		c.sendTerm(rdmap.FromDDP(ddp.ErrMSNRange), h[:ddp.UntaggedLen], n, nil)
+		return false
+	}
+	if u.MO() != 0 || !u.Last() {
+		c.sendTerm(rdmap.FromDDP(ddp.ErrInvalidMO), h[:ddp.UntaggedLen], n, nil)
+		return false
+	}
+	if !c.end() {
+		return false
+	}
+	w, st := c.qp.TakeRecv()
+	if w == nil {
+		if st == rnic.StatusSuccess {
+			c.sendTerm(rdmap.FromDDP(ddp.ErrMSNNoBuffer), h[:ddp.UntaggedLen], n, nil)
+		}
+		return false
+	}
+	r := rnic.RecvResult{Status: st, Opcode: rnic.WCRecv, Flags: rnic.WCWithImm,
+		Imm: uint32(be.Uint64(h[ddp.UntaggedLen:]))}
+	if c.lastWrite {
+		r.Opcode = rnic.WCRecvRDMAWithImm
+	}
+	if op == rdmap.OpImmediateDataSE {
+		r.Flags |= rnic.WCSolicited
+	}
+	c.rxMSN[0]++
+	c.lastWrite = false
+	c.qp.CompleteRecv(w, r)
+	return true
+}
+
+func (c *Conn) rxReadReq(h []byte, n int) bool {
+	u := ddp.Untagged(h)
+	if uint32(u.MSN()) != c.rxMSN[1] || u.MO() != 0 || !u.Last() {
+		c.sendTerm(rdmap.FromDDP(ddp.ErrMSNRange), h[:ddp.UntaggedLen], n, h[ddp.UntaggedLen:])
+		return false
+	}
+	var rr readReq
+	rr.get(h[ddp.UntaggedLen:])
+	c.mu.Lock()
+	full := c.irq.n >= c.ird
+	c.mu.Unlock()
+	if full {
+		c.sendTerm(rdmap.FromDDP(ddp.ErrMSNNoBuffer), h[:ddp.UntaggedLen], n, h[ddp.UntaggedLen:])
+		return false
+	}
+	src, err := c.qp.ResolveRemote(rr.srcSTag, rr.srcTO, uint64(rr.size), rnic.AccessRemoteRead)
+	if err != nil {
+		c.sendTerm(readTerm(err), h[:ddp.UntaggedLen], n, h[ddp.UntaggedLen:])
+		return false
+	}
+	if !c.end() {
+		return false
+	}
+	c.rxMSN[1]++
+	c.mu.Lock()
+	c.irq.push(irqEntry{sinkSTag: rr.sinkSTag, sinkTO: rr.sinkTO, src: src})
+	c.mu.Unlock()
+	c.wake()
+	return true
+}
+
+var atomicMu sync.Mutex // serializes RFC 7306 atomics across all QPs of the process (§5.3)
+
+func (c *Conn) rxAtomicReq(h []byte, n int) bool {
+	u := ddp.Untagged(h)
+	dh, a := h[:ddp.UntaggedLen], h[ddp.UntaggedLen:]
+	if uint32(u.MSN()) != c.rxMSN[1] || u.MO() != 0 || !u.Last() {
+		c.sendTerm(rdmap.FromDDP(ddp.ErrMSNRange), dh, n, nil)
+		return false
+	}
+	c.mu.Lock()
+	full := c.irq.n >= c.ird
+	c.mu.Unlock()
+	if full {
+		c.sendTerm(rdmap.FromDDP(ddp.ErrMSNNoBuffer), dh, n, nil)
+		return false
+	}
+	aop := a[3] & 0xf
+	reqID, stag, to := be.Uint32(a[4:]), be.Uint32(a[8:]), be.Uint64(a[12:])
+	data, mask, cmp, cmask := be.Uint64(a[20:]), be.Uint64(a[28:]), be.Uint64(a[36:]), be.Uint64(a[44:])
+	if aop != aopFetchAdd && aop != aopCmpSwap {
+		c.sendTerm(rdmap.TermUnexpectedOpcode, dh, n, nil)
+		return false
+	}
+	if to%8 != 0 {
+		c.sendTerm(rdmap.TermBaseBounds, dh, n, nil)
+		return false
+	}
+	dst, err := c.qp.ResolveRemote(stag, to, 8, rnic.AccessRemoteAtomic)
+	if err != nil {
+		c.sendTerm(readTerm(err), dh, n, nil)
+		return false
+	}
+	if !c.end() {
+		return false
+	}
+	atomicMu.Lock()
+	orig := binary.NativeEndian.Uint64(dst)
+	var v uint64
+	if aop == aopFetchAdd {
+		v = maskedAdd(orig, data, mask)
+	} else {
+		v = orig
+		if (cmp^orig)&cmask == 0 {
+			v = orig&^mask | data&mask
+		}
+	}
+	binary.NativeEndian.PutUint64(dst, v)
+	atomicMu.Unlock()
+	c.rxMSN[1]++
+	c.mu.Lock()
+	c.irq.push(irqEntry{atomic: true, reqID: reqID, orig: orig})
+	c.mu.Unlock()
+	c.wake()
+	return true
+}
+
+// maskedAdd is the RFC 7306 §5.1.1 masked FetchAdd: a set mask bit ends a field, so the
+// carry out of that bit is discarded.
+func maskedAdd(a, b, mask uint64) uint64 {
+	if mask == 0 {
+		return a + b
+	}
+	var r, carry uint64
+	for bit := uint(0); bit < 64; bit++ {
+		s := carry + (a>>bit)&1 + (b>>bit)&1
+		r |= (s & 1) << bit
+		carry = s >> 1
+		if mask>>bit&1 != 0 {
+			carry = 0
+		}
+	}
+	return r
+}
+
+func (c *Conn) rxAtomicResp(h []byte, n int) bool {
+	u := ddp.Untagged(h)
+	dh, a := h[:ddp.UntaggedLen], h[ddp.UntaggedLen:]
+	if uint32(u.MSN()) != c.rxMSN[3] {
+		c.sendTerm(rdmap.FromDDP(ddp.ErrMSNRange), dh, n, nil)
+		return false
+	}
+	c.mu.Lock()
+	var e *orqEntry
+	if c.orq.n > 0 && c.orq.front().kind == orqAtomic {
+		e = c.orq.front()
+	}
+	c.mu.Unlock()
+	if e == nil || e.reqID != be.Uint32(a) {
+		c.sendTerm(rdmap.TermUnexpectedOpcode, dh, n, nil)
+		return false
+	}
+	if !c.end() {
+		return false
+	}
+	c.rxMSN[3]++
+	binary.NativeEndian.PutUint64(e.w.Segs[0], be.Uint64(a[4:]))
+	c.mu.Lock()
+	done := c.orq.pop()
+	c.mu.Unlock()
+	c.qp.CompleteSend(done.w, rnic.StatusSuccess)
+	c.wake()
+	return true
+}
+
+// rxTerm handles a received Terminate (RFC 5040 §5.4): the oldest outstanding Read or
+// atomic completes with the matching status; the QP goes to Error.
+func (c *Conn) rxTerm(ctrl []byte) bool {
+	_ = c.rd.End()
+	te := parseTermWord(be.Uint32(ctrl))
+	c.qp.CountTermRecv()
+	err := &TermError{TerminateError: te}
+	c.setErr(err)
+	c.mu.Lock()
+	var w *rnic.SendWQE
+	for c.orq.n > 0 && w == nil {
+		w = c.orq.pop().w
+	}
+	c.mu.Unlock()
+	if w != nil {
+		c.qp.CompleteSend(w, termStatus(te))
+	}
+	c.qp.Fatal(eventFor(te), err)
+	return false
+}

@@ -1,0 +1,41 @@
+// Package iwarp is the iWARP transport of the rnic engine: RDMAP (RFC 5040, RFC 7306) over
+// DDP (RFC 5041) over MPA (RFC 5044, RFC 6581) over kernel TCP, plus its connection manager.
+//
+// # Connection management
+//
+// The passive side calls [Listen] and [Listener.Accept] to receive a [ConnRequest] (the
+// initiator's private data and IRD/ORD), then [ConnRequest.Accept] binds an Idle QP and
+// sends the MPA Reply, or [ConnRequest.Reject] sends an MPA Reply with the R bit and
+// private data. The active side calls [Dial] with an Idle QP. MPA rev 1 and rev 2, CRC and
+// Markers as negotiated, the RFC 6581 IRD/ORD exchange and peer-to-peer mode with all three
+// RTR types are supported in both roles (see [Config]).
+//
+// Linux siw interop (shared/specs/siw-interop-facts.md): private data is capped at 256
+// bytes by default; an enhanced (S) request gets a rev-2 S reply; Terminate messages are
+// QN 2, MSN 1, MO 0 with the echoed DDP (and Read Request) headers; a responder accepts
+// the RTR forms siw sends (zero-length Write to STag 1, zero-length Read Request from
+// source STag 1) and never transmits before the initiator's first FPDU (RFC 5044 §7.1.2).
+//
+// # Data path
+//
+// Each connected QP has two goroutines. The receiver reads the MPA length and DDP/RDMAP
+// header of each FPDU, validates the STag (tagged) or takes the next receive WQE
+// (untagged), and reads the payload from the socket straight into the registered memory
+// with the mpa.Reader, then checks the CRC. Every violation is answered with a Terminate
+// carrying the RFC 5040/5041/5044 layer, type and code; the QP then moves to Error.
+//
+// The sender is the only writer of the socket: it sends Terminates, Read/atomic
+// responses (streamed from the source region) and send-queue work, segmented to the
+// negotiated MULPDU, with one vectored write per FPDU straight from registered memory.
+//
+// iWARP has no receiver-not-ready flow control: a Send (or Immediate Data) that arrives
+// with no receive posted is answered with Terminate DDP / untagged buffer / "no buffer
+// available" (1/2/0x02) and both QPs go to Error; the sender sees the Terminate as an
+// EventQPFatal whose error is an rdmap.TerminateError, and its unfinished work flushes.
+//
+// Send-type operations (Send, Write) complete at the sender once written to TCP (RFC 5040
+// §5.5 allows it); a remote error detected for them later arrives as a Terminate, which
+// completes the oldest unfinished WQE (a Read or atomic waiting for its response) with the
+// matching status (RemAccessErr for protection errors, RemInvReqErr for DDP untagged
+// errors, RemOpErr otherwise) and flushes the rest.
+package iwarp

@@ -1,0 +1,149 @@
+package iwarp
+
+import (
+	"encoding/binary"
+
+	"github.com/softrnic/softrnic/ddp"
+	"github.com/softrnic/softrnic/rdmap"
+	"github.com/softrnic/softrnic/rnic"
+)
+
+// RDMAP header sizes after the DDP header (RFC 5040 §4.4, §4.8; RFC 7306 §5.2, §6.2).
+const (
+	readReqLen    = 28
+	termCtrlLen   = 4
+	immLen        = 8
+	atomicReqLen  = 52
+	atomicRespLen = 12
+
+	aopFetchAdd = 0x0
+	aopCmpSwap  = 0x2
+)
+
+// Terminate control word flags (RFC 5040 §4.8 Figure 8), in the 32-bit word.
+const (
+	termM = 1 << 15 // DDP Segment Length valid
+	termD = 1 << 14 // DDP header included
+	termR = 1 << 13 // RDMAP header included
+)
+
+var be = binary.BigEndian
+
+func putUntagged(b []byte, last bool, op rdmap.Opcode, field, qn uint32, msn uint32, mo uint32) {
+	ddp.Untagged(b[:ddp.UntaggedLen]).Init(last, rdmap.Control(op), field, qn, ddp.MSN(msn), mo)
+}
+
+func putTagged(b []byte, last bool, op rdmap.Opcode, stag uint32, to uint64) {
+	ddp.Tagged(b[:ddp.TaggedLen]).Init(last, rdmap.Control(op), stag, to)
+}
+
+// readReq is an RDMA Read Request header (RFC 5040 §4.4).
+type readReq struct {
+	sinkSTag uint32
+	sinkTO   uint64
+	size     uint32
+	srcSTag  uint32
+	srcTO    uint64
+}
+
+func (r *readReq) put(b []byte) {
+	be.PutUint32(b[0:], r.sinkSTag)
+	be.PutUint64(b[4:], r.sinkTO)
+	be.PutUint32(b[12:], r.size)
+	be.PutUint32(b[16:], r.srcSTag)
+	be.PutUint64(b[20:], r.srcTO)
+}
+
+func (r *readReq) get(b []byte) {
+	r.sinkSTag = be.Uint32(b[0:])
+	r.sinkTO = be.Uint64(b[4:])
+	r.size = be.Uint32(b[12:])
+	r.srcSTag = be.Uint32(b[16:])
+	r.srcTO = be.Uint64(b[20:])
+}
+
+// termWord encodes the Terminate control word.
+func termWord(e rdmap.TerminateError, flags uint32) uint32 {
+	return uint32(e.Word())<<16 | flags
+}
+
+// parseTermWord decodes a Terminate control word.
+func parseTermWord(w uint32) rdmap.TerminateError {
+	return rdmap.TerminateError{Layer: rdmap.Layer(w >> 28), Type: rdmap.ErrorType(w >> 24 & 0xf), Code: rdmap.ErrorCode(w >> 16)}
+}
+
+// taggedTerm maps an engine access error on a tagged segment to DDP tagged errors
+// (RFC 5041 §7.2); missing rights are reported as "invalid STag", as siw does.
+func taggedTerm(err error) rdmap.TerminateError {
+	switch err {
+	case rnic.AccessErrBounds:
+		return rdmap.FromDDP(ddp.ErrBaseBounds)
+	case rnic.AccessErrNotAssociated:
+		return rdmap.FromDDP(ddp.ErrSTagNotAssociated)
+	case rnic.AccessErrTOWrap:
+		return rdmap.FromDDP(ddp.ErrTOWrap)
+	}
+	return rdmap.FromDDP(ddp.ErrInvalidSTag)
+}
+
+// readTerm maps an access error on a Read Request's source to RDMAP remote protection
+// errors (RFC 5040 §4.8).
+func readTerm(err error) rdmap.TerminateError {
+	switch err {
+	case rnic.AccessErrBounds:
+		return rdmap.TermBaseBounds
+	case rnic.AccessErrRights:
+		return rdmap.TermAccessRights
+	case rnic.AccessErrNotAssociated:
+		return rdmap.TermSTagNotAssociated
+	case rnic.AccessErrTOWrap:
+		return rdmap.TermTOWrap
+	}
+	return rdmap.TermInvalidSTag
+}
+
+// termStatus maps a received Terminate to the completion status of the work request it
+// concerns.
+func termStatus(e rdmap.TerminateError) rnic.Status {
+	switch {
+	case e.Layer == rdmap.LayerRDMAP && e.Type == rdmap.TypeRemoteProtection,
+		e.Layer == rdmap.LayerDDP && e.Type == rdmap.TypeDDPTagged:
+		return rnic.StatusRemAccessErr
+	case e.Layer == rdmap.LayerDDP && e.Type == rdmap.TypeDDPUntagged:
+		if e.Code == rdmap.CodeDDPMSNNoBuffer {
+			return rnic.StatusRemOpErr
+		}
+		return rnic.StatusRemInvReqErr
+	case e.Layer == rdmap.LayerLLP:
+		return rnic.StatusRetryExcErr
+	}
+	return rnic.StatusRemOpErr
+}
+
+// eventFor picks the async event type for a Terminate error.
+func eventFor(e rdmap.TerminateError) rnic.EventType {
+	switch termStatus(e) {
+	case rnic.StatusRemAccessErr:
+		return rnic.EventQPAccessErr
+	case rnic.StatusRemInvReqErr:
+		return rnic.EventQPReqErr
+	}
+	return rnic.EventQPFatal
+}
+
+// TermError is the error of an EventQPFatal/AccessErr/ReqErr event caused by a
+// Terminate: Sent tells whether this side sent it (a local detection) or received it.
+type TermError struct {
+	rdmap.TerminateError
+	Sent bool
+}
+
+func (e *TermError) Error() string {
+	if e.Sent {
+		return "iwarp: sent Terminate: " + e.TerminateError.String()
+	}
+	return "iwarp: received Terminate: " + e.TerminateError.String()
+}
+
+// Unwrap returns the TerminateError, so errors.Is(err, rdmap.TermInvalidSTag) works.
+func (e *TermError) Unwrap() error { return e.TerminateError }
