@@ -46,7 +46,9 @@
 // payload and pad). VerifyICRC checks a whole IP packet. ICRC works from
 // real IP and UDP headers. Note that the IPv4 ICRC covers the IP ID and the
 // flags, so a receiver on a plain UDP socket cannot verify it exactly.
-// AppendCNP builds a congestion notification packet.
+// AppendCNP builds a congestion notification packet. For raw or AF_XDP
+// links, AppendIPv4UDP and AppendIPv6UDP write the IP and UDP headers as
+// rxe does (DF set, UDP checksum 0).
 //
 // # Transport helpers
 //

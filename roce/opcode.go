@@ -318,8 +318,8 @@ func (o Opcode) RequiresAck() bool {
 // ExpectsResponseData reports whether the responder answers o with data
 // (RDMA READ responses or an ATOMIC ACKNOWLEDGE) rather than a plain ACK.
 func (o Opcode) ExpectsResponseData() bool {
-	return o.Service() == ServiceRC && opTable[o].Flags&(FlagRead|FlagAtomic|FlagRequest) == FlagRead|FlagRequest ||
-		o.Service() == ServiceRC && opTable[o].Flags&(FlagAtomic|FlagRequest) == FlagAtomic|FlagRequest
+	f := opTable[o].Flags
+	return o.Service() == ServiceRC && f&FlagRequest != 0 && f&(FlagRead|FlagAtomic) != 0
 }
 
 // Operation returns o with the service bits cleared and the service
