@@ -100,7 +100,7 @@ type ring[T any] struct {
 }
 
 func newRing[T any](n int) ring[T] { return ring[T]{buf: make([]T, max(n, 1))} }
-func (r *ring[T]) full() bool       { return r.n == len(r.buf) }
+func (r *ring[T]) full() bool      { return r.n == len(r.buf) }
 func (r *ring[T]) push(v T) bool {
 	if r.full() {
 		return false
