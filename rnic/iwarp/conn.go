@@ -327,9 +327,7 @@ func (c *Conn) sendLoop() {
 				c.qp.CountTermSent()
 				c.qp.CountTx(0, 1)
 			}
-			if tc, ok := c.nc.(*net.TCPConn); ok {
-				_ = tc.CloseWrite()
-			}
+			c.lingerClose()
 			err := &TermError{TerminateError: te, Sent: true}
 			c.setErr(err)
 			c.qp.Fatal(eventFor(te), err)
@@ -671,7 +669,37 @@ func (c *Conn) rxError(err error) {
 		c.abort(false)
 		return
 	}
-	c.fail(rnic.EventQPFatal, &TermError{TerminateError: rdmap.TermMPATCPClosed})
+	c.fail(rnic.EventQPFatal, &LLPError{Err: err})
+}
+
+// LLPError reports the loss of the TCP connection (RFC 5044 §8 code 1, "TCP connection
+// closed, terminated or lost") as the error of an EventQPFatal.
+type LLPError struct{ Err error }
+
+func (e *LLPError) Error() string { return "iwarp: connection lost: " + e.Err.Error() }
+
+// Unwrap returns the I/O error.
+func (e *LLPError) Unwrap() error { return e.Err }
+
+// Is matches rdmap.TermMPATCPClosed.
+func (e *LLPError) Is(target error) bool { return target == error(rdmap.TermMPATCPClosed) }
+
+// lingerClose half-closes the socket after a Terminate and drains the peer's data
+// briefly, so the Terminate is delivered rather than destroyed by a reset (closing a
+// socket with unread data makes TCP send RST). The receiver has already stopped.
+func (c *Conn) lingerClose() {
+	tc, ok := c.nc.(*net.TCPConn)
+	if !ok {
+		return
+	}
+	_ = tc.CloseWrite()
+	_ = tc.SetReadDeadline(time.Now().Add(time.Second))
+	var buf [512]byte
+	for {
+		if _, err := tc.Read(buf[:]); err != nil {
+			return
+		}
+	}
 }
 
 // sendTerm hands a Terminate to the sender (RFC 5040 §5.4.1 / §7): QN 2, MSN 1, MO 0,
