@@ -37,7 +37,9 @@
 // give the FramingOptions for the Writer and the Reader. In the
 // peer-to-peer model the initiator must send p.RTR as its first FPDU and the
 // responder must see one of p.RTR first (RFC 6581 §9.2); the RTR messages
-// themselves are built by the DDP/RDMAP layer.
+// themselves are built by the DDP/RDMAP layer. A responder must not send
+// any FPDU before it has received the initiator's first FPDU (RFC 5044
+// §7.1.2 rule 4); siw fails the connection if data follow its reply early.
 //
 // Towards Linux siw (see specs/siw-interop-facts.md §3-4) use Rev 2 (the
 // default), MaxPrivateData: SiwMaxPrivateData, Markers false: siw rejects
