@@ -109,10 +109,10 @@ func ParseAtomicRequest(b []byte) (AtomicRequest, error) {
 }
 
 // Len returns AtomicRequestLen.
-func (r *AtomicRequest) Len() int { return AtomicRequestLen }
+func (r AtomicRequest) Len() int { return AtomicRequestLen }
 
 // Append appends the encoded header (reserved bits zero) to b.
-func (r *AtomicRequest) Append(b []byte) []byte {
+func (r AtomicRequest) Append(b []byte) []byte {
 	be := binary.BigEndian
 	b = be.AppendUint32(b, uint32(r.Op&0x0F))
 	b = be.AppendUint32(b, r.ReqID)
@@ -127,7 +127,7 @@ func (r *AtomicRequest) Append(b []byte) []byte {
 // Check applies the Responder's checks (RFC 7306 §5.2.1, §8.2): an unknown
 // AOpCode is TermUnexpectedOpcode (RFC 7306 names no code for it), a TO that
 // is not 8-byte aligned is TermCatastrophicStream (§8.2).
-func (r *AtomicRequest) Check() error {
+func (r AtomicRequest) Check() error {
 	if !r.Op.Known() {
 		return TermUnexpectedOpcode
 	}
@@ -143,7 +143,7 @@ func (r *AtomicRequest) Check() error {
 // out of a field is discarded; mask 0 is a plain add). CmpSwap replaces the
 // DataMask bits of orig with those of Data if orig equals Compare under
 // CompareMask, else returns orig. Unknown opcodes return orig.
-func (r *AtomicRequest) Apply(orig uint64) uint64 {
+func (r AtomicRequest) Apply(orig uint64) uint64 {
 	switch r.Op {
 	case AtomicFetchAdd:
 		m := r.DataMask
@@ -178,10 +178,10 @@ func ParseAtomicResponse(b []byte) (AtomicResponse, error) {
 }
 
 // Len returns AtomicResponseLen.
-func (r *AtomicResponse) Len() int { return AtomicResponseLen }
+func (r AtomicResponse) Len() int { return AtomicResponseLen }
 
 // Append appends the encoded header to b.
-func (r *AtomicResponse) Append(b []byte) []byte {
+func (r AtomicResponse) Append(b []byte) []byte {
 	b = binary.BigEndian.AppendUint32(b, r.ReqID)
 	return binary.BigEndian.AppendUint64(b, r.Orig)
 }

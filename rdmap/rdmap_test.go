@@ -98,6 +98,35 @@ func TestControlWords(t *testing.T) {
 	}
 }
 
+// The first FPDU of rping over siw, byte for byte from
+// /work/shared/captures/mpa_reply.pcap (packet 7): MPA length 0x22, an
+// untagged Send (L, QN 0, MSN 1, MO 0), rping's 16-byte buffer descriptor
+// (be64 addr, be32 rkey, be32 len) and a zero CRC (CRC not negotiated).
+func TestCapturedSiwSend(t *testing.T) {
+	fpdu := unhex(t, "0022 4143 00000000 00000000 00000001 00000000"+
+		" 000055fc4d14cb90 bfa48d00 00004000 00000000")
+	ulpduLen := int(fpdu[0])<<8 | int(fpdu[1])
+	seg := fpdu[2 : 2+ulpduLen]
+	op, n, err := CheckSegment(seg)
+	if err != nil || op != OpSend || n != ddp.UntaggedLen {
+		t.Fatal(op, n, err)
+	}
+	h := ddp.Untagged(seg)
+	if !h.Last() || h.QN() != ddp.QNSend || h.MSN() != ddp.InitialMSN || h.MO() != 0 || h.ULPField() != 0 {
+		t.Fatal("header fields")
+	}
+	if payload := seg[n:]; len(payload) != 16 || payload[8] != 0xbf {
+		t.Fatalf("payload % x", payload)
+	}
+	s, err := ddp.NewSegmenter(len(seg)-n, ddp.UntaggedLen, 1448)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if off, ln, last, ok := s.Next(); !ok || off != 0 || ln != 16 || !last {
+		t.Fatal("one segment expected")
+	}
+}
+
 func TestCheckSegment(t *testing.T) {
 	send := unhex(t, "4143 00000000 00000000 00000001 00000000")
 	for i := range send {

@@ -54,7 +54,7 @@ type Terminate struct {
 }
 
 // Len returns the encoded length of the Terminate header.
-func (t *Terminate) Len() int {
+func (t Terminate) Len() int {
 	n := TerminateMinLen
 	if t.M || t.D {
 		n += TermSegLenLen
@@ -69,7 +69,7 @@ func (t *Terminate) Len() int {
 }
 
 // Control returns the 32-bit terminate control word.
-func (t *Terminate) Control() uint32 {
+func (t Terminate) Control() uint32 {
 	w := uint32(t.Err.Word()) << 16
 	if t.M {
 		w |= TermFlagM
@@ -86,7 +86,7 @@ func (t *Terminate) Control() uint32 {
 // Append appends the encoded Terminate header to b; it does not allocate
 // when b has capacity. The caller keeps DDPHeader at 14 or 18 bytes matching
 // its T bit and RDMAHeader at 28 bytes (TerminateFor and ParseTerminate do).
-func (t *Terminate) Append(b []byte) []byte {
+func (t Terminate) Append(b []byte) []byte {
 	b = binary.BigEndian.AppendUint32(b, t.Control())
 	if t.M || t.D {
 		b = binary.BigEndian.AppendUint16(b, t.SegLen)
@@ -152,7 +152,7 @@ func ParseTerminate(b []byte) (Terminate, error) {
 
 // DDPOpcode returns the RDMAP opcode of the terminated DDP header; ok is
 // false without one.
-func (t *Terminate) DDPOpcode() (op Opcode, ok bool) {
+func (t Terminate) DDPOpcode() (op Opcode, ok bool) {
 	if !t.D || len(t.DDPHeader) < 2 {
 		return 0, false
 	}
