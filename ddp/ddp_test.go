@@ -154,7 +154,7 @@ func TestErrors(t *testing.T) {
 		ErrTaggedVersion, ErrInvalidQN, ErrMSNNoBuffer, ErrMSNRange, ErrInvalidMO, ErrMessageTooLong, ErrUntaggedVersion}
 	seen := map[string]bool{}
 	for _, e := range all {
-		if e.CodeName() == "" || seen[e.String()] {
+		if e.Layer() != 1 || e.CodeName() == "" || seen[e.String()] {
 			t.Errorf("%v: empty or duplicate name", e)
 		}
 		seen[e.String()] = true

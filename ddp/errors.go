@@ -75,6 +75,9 @@ var (
 	ErrUntaggedVersion   = &Error{TypeUntagged, CodeUntaggedVersion}
 )
 
+// Layer returns the Terminate layer of every DDP error: 1.
+func (e *Error) Layer() uint8 { return Layer }
+
 // CodeName returns the RFC 5041 name of the code under this type, or "" if
 // the pair is not assigned.
 func (e *Error) CodeName() string {
