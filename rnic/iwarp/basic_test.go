@@ -44,6 +44,7 @@ func TestSendWriteRead(t *testing.T) {
 		t.Fatal(err)
 	}
 	expect(t, wait(t, cli.scq), rnic.WCWrite, rnic.StatusSuccess)
+	settle(t, cli, srv)
 	// READ server ← client into a second half... read back client's buffer into server's via server READ.
 	clear(cbuf[:0])
 	rb, rbb := srv.reg(t, n, allAccess)

@@ -82,6 +82,7 @@ type orqEntry struct {
 	size     uint64
 	got      uint64
 	reqID    uint32
+	msn      uint32 // QN 1 MSN of the request
 }
 
 type irqEntry struct {
@@ -456,6 +457,7 @@ func (c *Conn) sendWQE(w *rnic.SendWQE) error {
 			e.sinkSTag, e.sinkTO = w.SGL[0].LKey, w.SGL[0].Addr
 		}
 		rr := readReq{sinkSTag: e.sinkSTag, sinkTO: e.sinkTO, size: uint32(w.Len), srcSTag: w.RKey, srcTO: w.RemoteAddr}
+		e.msn = c.txMSN[1]
 		c.mu.Lock()
 		c.orq.push(e)
 		c.mu.Unlock()
@@ -466,7 +468,7 @@ func (c *Conn) sendWQE(w *rnic.SendWQE) error {
 		}
 		c.reqID++
 		c.mu.Lock()
-		c.orq.push(orqEntry{kind: orqAtomic, w: w, reqID: c.reqID})
+		c.orq.push(orqEntry{kind: orqAtomic, w: w, reqID: c.reqID, msn: c.txMSN[1]})
 		c.mu.Unlock()
 		h := c.hdr[:ddp.UntaggedLen+atomicReqLen]
 		putUntagged(h, true, rdmap.OpAtomicRequest, 0, ddp.QNReadRequest, c.txMSN[1], 0)
@@ -820,7 +822,7 @@ func (c *Conn) segment(n int) bool {
 	case rdmap.OpReadRequest:
 		return c.rxReadReq(h[:hl+rl], n)
 	case rdmap.OpTerminate:
-		return c.rxTerm(h[hl : hl+rl])
+		return c.rxTerm(h[hl:hl+rl], plen)
 	case rdmap.OpImmediateData, rdmap.OpImmediateDataSE:
 		return c.rxImm(op, h[:hl+rl], n)
 	case rdmap.OpAtomicRequest:
@@ -1176,16 +1178,33 @@ func (c *Conn) rxAtomicResp(h []byte, n int) bool {
 
 // rxTerm handles a received Terminate (RFC 5040 §5.4): the oldest outstanding Read or
 // atomic completes with the matching status; the QP goes to Error.
-func (c *Conn) rxTerm(ctrl []byte) bool {
+func (c *Conn) rxTerm(ctrl []byte, plen uint64) bool {
+	word := be.Uint32(ctrl)
+	te := parseTermWord(word)
+	// The echoed DDP header (D bit) names the offending message: a Read Request or
+	// atomic request (QN 1) identifies the outstanding WQE by its MSN.
+	var echo [2 + ddp.UntaggedLen]byte
+	var msn uint32
+	found := false
+	if word&termD != 0 && plen >= uint64(len(echo)) && c.rd.ReadFull(echo[:]) == nil {
+		u := ddp.Untagged(echo[2:])
+		if !u.Tagged() && u.QN() == ddp.QNReadRequest {
+			msn, found = uint32(u.MSN()), true
+		}
+	}
 	_ = c.rd.End()
-	te := parseTermWord(be.Uint32(ctrl))
 	c.qp.CountTermRecv()
 	err := &TermError{TerminateError: te}
 	c.setErr(err)
 	c.mu.Lock()
 	var w *rnic.SendWQE
-	for c.orq.n > 0 && w == nil {
-		w = c.orq.pop().w
+	for i := 0; found && i < c.orq.n; i++ {
+		e := &c.orq.buf[(c.orq.head+i)%len(c.orq.buf)]
+		if e.msn == msn {
+			w = e.w
+			e.w = nil
+			break
+		}
 	}
 	c.mu.Unlock()
 	if w != nil {

@@ -34,8 +34,9 @@
 // EventQPFatal whose error is an rdmap.TerminateError, and its unfinished work flushes.
 //
 // Send-type operations (Send, Write) complete at the sender once written to TCP (RFC 5040
-// §5.5 allows it); a remote error detected for them later arrives as a Terminate, which
-// completes the oldest unfinished WQE (a Read or atomic waiting for its response) with the
-// matching status (RemAccessErr for protection errors, RemInvReqErr for DDP untagged
-// errors, RemOpErr otherwise) and flushes the rest.
+// §5.5 allows it), so a remote error found in them later reaches the sender only as the
+// Terminate: an async event (EventQPAccessErr for protection errors, EventQPReqErr for DDP
+// untagged errors, EventQPFatal otherwise) whose Err is a *TermError, after which all
+// unfinished WQEs flush. A Terminate that echoes a Read or atomic request (QN 1, matched
+// by MSN) completes that WQE with RemAccessErr, RemInvReqErr or RemOpErr instead.
 package iwarp

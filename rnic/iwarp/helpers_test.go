@@ -152,3 +152,23 @@ func waitEvent(t testing.TB, d *rnic.Device, types ...rnic.EventType) rnic.Async
 		}
 	}
 }
+
+// settle orders memory between the test goroutine and to's receiver: a zero-length Send
+// from → to that to's receiver takes a posted receive for (a mutex edge with the test)
+// after everything sent before it was placed. Use it before checking memory written by
+// RDMA at to, and after filling memory at to that the peer will read.
+func settle(t testing.TB, from, to *side) {
+	t.Helper()
+	if err := to.qp.PostRecv(&rnic.RecvWR{WRID: 0xfeed}); err != nil {
+		t.Fatal(err)
+	}
+	if err := from.qp.PostSend(&rnic.SendWR{WRID: 0xfeed, Opcode: rnic.OpSend, Flags: rnic.Signaled}); err != nil {
+		t.Fatal(err)
+	}
+	if c := wait(t, from.scq); c.WRID != 0xfeed || c.Status != rnic.StatusSuccess {
+		t.Fatalf("settle send: %+v", c)
+	}
+	if c := wait(t, to.rcq); c.WRID != 0xfeed || c.Status != rnic.StatusSuccess {
+		t.Fatalf("settle recv: %+v", c)
+	}
+}

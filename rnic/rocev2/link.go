@@ -1,0 +1,35 @@
+package rocev2
+
+import (
+	"errors"
+	"net/netip"
+)
+
+// Link carries RoCEv2 UDP payloads (BTH through ICRC) between endpoints. It is
+// batch-first, in the manner of wireguard-go's conn.Bind: one call moves up to
+// BatchSize packets, so a socket implementation can use sendmmsg/recvmmsg and
+// UDP GSO/GRO.
+//
+// Send and Recv may be called concurrently with each other; the engine calls
+// Recv from one goroutine only. Send must not retain bufs after it returns.
+type Link interface {
+	// Send transmits every buffer in bufs as one datagram to dst.
+	Send(bufs [][]byte, dst netip.AddrPort) error
+	// Recv waits for at least one datagram and fills bufs[i] (each with
+	// capacity ≥ MaxPacket), sizes[i] and from[i] for n datagrams. It returns
+	// ErrLinkClosed after Close.
+	Recv(bufs [][]byte, sizes []int, from []netip.AddrPort) (n int, err error)
+	// LocalAddr is the address and UDP port packets leave from; the ICRC covers them.
+	LocalAddr() netip.AddrPort
+	// BatchSize is the largest batch Send and Recv handle in one call.
+	BatchSize() int
+	// Close unblocks Recv and releases the link.
+	Close() error
+}
+
+// MaxPacket is the largest UDP payload the transport sends or accepts: the
+// headers of the largest opcode, a 4096-byte payload, pad and ICRC.
+const MaxPacket = 4096 + 80 + 4
+
+// ErrLinkClosed is returned by a closed link.
+var ErrLinkClosed = errors.New("rocev2: link closed")
