@@ -30,8 +30,11 @@
 // offsets, the header length, whether the opcode has a payload (and whether
 // that payload has a fixed size), its place in a message (IsFirst, IsMiddle,
 // IsLast, IsOnly), and its role (IsRequest, IsResponse, RequiresAck,
-// ExpectsResponseData, and the Flag* bits). RD opcodes are rejected (rxe
-// does not implement RD either).
+// ExpectsResponseData, and the Flag* bits). RD and XRC opcodes are
+// rejected (rxe does not implement RD either). PacketOpcode picks the
+// FIRST/MIDDLE/LAST/ONLY opcode for each packet of a message, and
+// PacketCount gives the number of packets (and PSNs) a message takes at a
+// path MTU.
 //
 // Building: fill a Header (every BTH and ETH field), then
 //
