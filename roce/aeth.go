@@ -70,11 +70,20 @@ const (
 	SyndromeInvalidRDRequest       = Syndrome(KindNAK) | Syndrome(NAKInvalidRDRequest)
 )
 
+// Kind returns bits 7-5 of the syndrome.
 func (s Syndrome) Kind() SyndromeKind { return SyndromeKind(s & 0xE0) }
-func (s Syndrome) Value() uint8       { return uint8(s & 0x1F) }
-func (s Syndrome) IsACK() bool        { return s.Kind() == KindACK }
-func (s Syndrome) IsRNRNAK() bool     { return s.Kind() == KindRNRNAK }
-func (s Syndrome) IsNAK() bool        { return s.Kind() == KindNAK }
+
+// Value returns bits 4-0 of the syndrome.
+func (s Syndrome) Value() uint8 { return uint8(s & 0x1F) }
+
+// IsACK reports whether s is an ACK.
+func (s Syndrome) IsACK() bool { return s.Kind() == KindACK }
+
+// IsRNRNAK reports whether s is an RNR NAK.
+func (s Syndrome) IsRNRNAK() bool { return s.Kind() == KindRNRNAK }
+
+// IsNAK reports whether s is a NAK.
+func (s Syndrome) IsNAK() bool { return s.Kind() == KindNAK }
 
 // Credits returns the credit count of an ACK syndrome.
 func (s Syndrome) Credits() uint8 { return s.Value() }

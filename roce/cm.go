@@ -269,7 +269,10 @@ func ParseREQ(d []byte) (REQ, error) {
 	return m, nil
 }
 
-func (m *REQ) Len() int       { return CMDataLen }
+// Len returns CMDataLen.
+func (m *REQ) Len() int { return CMDataLen }
+
+// AttrID returns the MAD attribute of a REQ.
 func (m *REQ) AttrID() AttrID { return AttrREQ }
 
 // Append appends the 232 bytes of REQ message data.
@@ -339,7 +342,10 @@ func ParseREP(d []byte) (REP, error) {
 	return m, nil
 }
 
-func (m *REP) Len() int       { return CMDataLen }
+// Len returns CMDataLen.
+func (m *REP) Len() int { return CMDataLen }
+
+// AttrID returns the MAD attribute of a REP.
 func (m *REP) AttrID() AttrID { return AttrREP }
 
 // Append appends the 232 bytes of REP message data.
@@ -377,7 +383,10 @@ func ParseRTU(d []byte) (RTU, error) {
 	return m, nil
 }
 
-func (m *RTU) Len() int       { return CMDataLen }
+// Len returns CMDataLen.
+func (m *RTU) Len() int { return CMDataLen }
+
+// AttrID returns the MAD attribute of a RTU.
 func (m *RTU) AttrID() AttrID { return AttrRTU }
 
 // Append appends the 232 bytes of RTU message data.
@@ -482,7 +491,10 @@ func ParseREJ(d []byte) (REJ, error) {
 	return m, nil
 }
 
-func (m *REJ) Len() int       { return CMDataLen }
+// Len returns CMDataLen.
+func (m *REJ) Len() int { return CMDataLen }
+
+// AttrID returns the MAD attribute of a REJ.
 func (m *REJ) AttrID() AttrID { return AttrREJ }
 
 // Append appends the 232 bytes of REJ message data.
@@ -517,7 +529,10 @@ func ParseMRA(d []byte) (MRA, error) {
 	return m, nil
 }
 
-func (m *MRA) Len() int       { return CMDataLen }
+// Len returns CMDataLen.
+func (m *MRA) Len() int { return CMDataLen }
+
+// AttrID returns the MAD attribute of a MRA.
 func (m *MRA) AttrID() AttrID { return AttrMRA }
 
 // Append appends the 232 bytes of MRA message data.
@@ -548,7 +563,10 @@ func ParseDREQ(d []byte) (DREQ, error) {
 	return m, nil
 }
 
-func (m *DREQ) Len() int       { return CMDataLen }
+// Len returns CMDataLen.
+func (m *DREQ) Len() int { return CMDataLen }
+
+// AttrID returns the MAD attribute of a DREQ.
 func (m *DREQ) AttrID() AttrID { return AttrDREQ }
 
 // Append appends the 232 bytes of DREQ message data.
@@ -578,7 +596,10 @@ func ParseDREP(d []byte) (DREP, error) {
 	return m, nil
 }
 
-func (m *DREP) Len() int       { return CMDataLen }
+// Len returns CMDataLen.
+func (m *DREP) Len() int { return CMDataLen }
+
+// AttrID returns the MAD attribute of a DREP.
 func (m *DREP) AttrID() AttrID { return AttrDREP }
 
 // Append appends the 232 bytes of DREP message data.
@@ -608,7 +629,10 @@ func ParseSIDRREQ(d []byte) (SIDRREQ, error) {
 	return m, nil
 }
 
-func (m *SIDRREQ) Len() int       { return CMDataLen }
+// Len returns CMDataLen.
+func (m *SIDRREQ) Len() int { return CMDataLen }
+
+// AttrID returns the MAD attribute of a SIDRREQ.
 func (m *SIDRREQ) AttrID() AttrID { return AttrSIDRREQ }
 
 // Append appends the 232 bytes of SIDR_REQ message data.
@@ -656,7 +680,10 @@ func ParseSIDRREP(d []byte) (SIDRREP, error) {
 	return m, nil
 }
 
-func (m *SIDRREP) Len() int       { return CMDataLen }
+// Len returns CMDataLen.
+func (m *SIDRREP) Len() int { return CMDataLen }
+
+// AttrID returns the MAD attribute of a SIDRREP.
 func (m *SIDRREP) AttrID() AttrID { return AttrSIDRREP }
 
 // Append appends the 232 bytes of SIDR_REP message data.

@@ -69,30 +69,77 @@ const (
 // IsValid reports whether b is long enough to hold a BTH.
 func (b BTH) IsValid() bool { return len(b) >= BTHLen }
 
-func (b BTH) Opcode() Opcode      { return Opcode(b[0]) }
-func (b BTH) SE() bool            { return b[1]&BTHSEMask != 0 }
-func (b BTH) MigReq() bool        { return b[1]&BTHMigMask != 0 }
-func (b BTH) PadCnt() int         { return int(b[1]&BTHPadMask) >> 4 }
-func (b BTH) TVer() uint8         { return b[1] & BTHTVerMask }
-func (b BTH) PKey() uint16        { return be.Uint16(b[2:]) }
-func (b BTH) FECN() bool          { return b[4]&BTHFECNMask != 0 }
-func (b BTH) BECN() bool          { return b[4]&BTHBECNMask != 0 }
-func (b BTH) Resv6a() uint8       { return b[4] & BTHResv6aMask }
-func (b BTH) DestQP() uint32      { return be.Uint32(b[4:]) & QPNMask }
-func (b BTH) AckReq() bool        { return b[8]&BTHAckMask != 0 }
-func (b BTH) Resv7() uint8        { return b[8] & BTHResv7Mask }
-func (b BTH) PSN() PSN            { return PSN(be.Uint32(b[8:]) & PSNMask) }
-func (b BTH) SetOpcode(o Opcode)  { b[0] = byte(o) }
-func (b BTH) SetSE(v bool)        { setBit(&b[1], BTHSEMask, v) }
-func (b BTH) SetMigReq(v bool)    { setBit(&b[1], BTHMigMask, v) }
-func (b BTH) SetPadCnt(n int)     { b[1] = b[1]&^BTHPadMask | byte(n&3)<<4 }
-func (b BTH) SetTVer(v uint8)     { b[1] = b[1]&^BTHTVerMask | v&BTHTVerMask }
-func (b BTH) SetPKey(k uint16)    { be.PutUint16(b[2:], k) }
-func (b BTH) SetFECN(v bool)      { setBit(&b[4], BTHFECNMask, v) }
-func (b BTH) SetBECN(v bool)      { setBit(&b[4], BTHBECNMask, v) }
+// Opcode returns the opcode.
+func (b BTH) Opcode() Opcode { return Opcode(b[0]) }
+
+// SE returns the solicited event bit.
+func (b BTH) SE() bool { return b[1]&BTHSEMask != 0 }
+
+// MigReq returns the MigReq (APM migration state) bit.
+func (b BTH) MigReq() bool { return b[1]&BTHMigMask != 0 }
+
+// PadCnt returns the pad count (0-3).
+func (b BTH) PadCnt() int { return int(b[1]&BTHPadMask) >> 4 }
+
+// TVer returns the transport header version.
+func (b BTH) TVer() uint8 { return b[1] & BTHTVerMask }
+
+// PKey returns the partition key.
+func (b BTH) PKey() uint16 { return be.Uint16(b[2:]) }
+
+// FECN returns the forward ECN bit.
+func (b BTH) FECN() bool { return b[4]&BTHFECNMask != 0 }
+
+// BECN returns the backward ECN bit.
+func (b BTH) BECN() bool { return b[4]&BTHBECNMask != 0 }
+
+// Resv6a returns the reserved bits 5-0 of byte 4.
+func (b BTH) Resv6a() uint8 { return b[4] & BTHResv6aMask }
+
+// DestQP returns the 24-bit destination QP.
+func (b BTH) DestQP() uint32 { return be.Uint32(b[4:]) & QPNMask }
+
+// AckReq returns the acknowledge-request bit.
+func (b BTH) AckReq() bool { return b[8]&BTHAckMask != 0 }
+
+// Resv7 returns the reserved bits of byte 8.
+func (b BTH) Resv7() uint8 { return b[8] & BTHResv7Mask }
+
+// PSN returns the 24-bit packet sequence number.
+func (b BTH) PSN() PSN { return PSN(be.Uint32(b[8:]) & PSNMask) }
+
+// SetOpcode sets the opcode.
+func (b BTH) SetOpcode(o Opcode) { b[0] = byte(o) }
+
+// SetSE sets the solicited event bit.
+func (b BTH) SetSE(v bool) { setBit(&b[1], BTHSEMask, v) }
+
+// SetMigReq sets the MigReq (APM migration state) bit.
+func (b BTH) SetMigReq(v bool) { setBit(&b[1], BTHMigMask, v) }
+
+// SetPadCnt sets the pad count (0-3).
+func (b BTH) SetPadCnt(n int) { b[1] = b[1]&^BTHPadMask | byte(n&3)<<4 }
+
+// SetTVer sets the transport header version.
+func (b BTH) SetTVer(v uint8) { b[1] = b[1]&^BTHTVerMask | v&BTHTVerMask }
+
+// SetPKey sets the partition key.
+func (b BTH) SetPKey(k uint16) { be.PutUint16(b[2:], k) }
+
+// SetFECN sets the forward ECN bit.
+func (b BTH) SetFECN(v bool) { setBit(&b[4], BTHFECNMask, v) }
+
+// SetBECN sets the backward ECN bit.
+func (b BTH) SetBECN(v bool) { setBit(&b[4], BTHBECNMask, v) }
+
+// SetDestQP sets the 24-bit destination QP.
 func (b BTH) SetDestQP(qp uint32) { put24(b[5:], qp) }
-func (b BTH) SetAckReq(v bool)    { setBit(&b[8], BTHAckMask, v) }
-func (b BTH) SetPSN(p PSN)        { put24(b[9:], uint32(p)) }
+
+// SetAckReq sets the acknowledge-request bit.
+func (b BTH) SetAckReq(v bool) { setBit(&b[8], BTHAckMask, v) }
+
+// SetPSN sets the 24-bit packet sequence number.
+func (b BTH) SetPSN(p PSN) { put24(b[9:], uint32(p)) }
 
 // RETH is a view of the 16-byte RDMA Extended Transport Header:
 // VA u64 | R_Key u32 | DMA Length u32 (IBTA Vol.1 §9.3.3).
@@ -104,12 +151,25 @@ const (
 	RETHOffDMALen = 12
 )
 
-func (b RETH) IsValid() bool      { return len(b) >= RETHLen }
-func (b RETH) VA() uint64         { return be.Uint64(b[RETHOffVA:]) }
-func (b RETH) RKey() uint32       { return be.Uint32(b[RETHOffRKey:]) }
-func (b RETH) DMALen() uint32     { return be.Uint32(b[RETHOffDMALen:]) }
-func (b RETH) SetVA(v uint64)     { be.PutUint64(b[RETHOffVA:], v) }
-func (b RETH) SetRKey(v uint32)   { be.PutUint32(b[RETHOffRKey:], v) }
+// IsValid reports whether b is long enough for a RETH.
+func (b RETH) IsValid() bool { return len(b) >= RETHLen }
+
+// VA returns the virtual address.
+func (b RETH) VA() uint64 { return be.Uint64(b[RETHOffVA:]) }
+
+// RKey returns the R_Key.
+func (b RETH) RKey() uint32 { return be.Uint32(b[RETHOffRKey:]) }
+
+// DMALen returns the DMA length.
+func (b RETH) DMALen() uint32 { return be.Uint32(b[RETHOffDMALen:]) }
+
+// SetVA sets the virtual address.
+func (b RETH) SetVA(v uint64) { be.PutUint64(b[RETHOffVA:], v) }
+
+// SetRKey sets the R_Key.
+func (b RETH) SetRKey(v uint32) { be.PutUint32(b[RETHOffRKey:], v) }
+
+// SetDMALen sets the DMA length.
 func (b RETH) SetDMALen(v uint32) { be.PutUint32(b[RETHOffDMALen:], v) }
 
 // AETH is a view of the 4-byte ACK Extended Transport Header:
@@ -122,11 +182,20 @@ const (
 	MSNMask         = 0x00FFFFFF
 )
 
-func (b AETH) IsValid() bool          { return len(b) >= AETHLen }
-func (b AETH) Syndrome() Syndrome     { return Syndrome(b[0]) }
-func (b AETH) MSN() uint32            { return be.Uint32(b) & MSNMask }
+// IsValid reports whether b is long enough for a AETH.
+func (b AETH) IsValid() bool { return len(b) >= AETHLen }
+
+// Syndrome returns the syndrome.
+func (b AETH) Syndrome() Syndrome { return Syndrome(b[0]) }
+
+// MSN returns the 24-bit message sequence number.
+func (b AETH) MSN() uint32 { return be.Uint32(b) & MSNMask }
+
+// SetSyndrome sets the syndrome.
 func (b AETH) SetSyndrome(s Syndrome) { b[0] = byte(s) }
-func (b AETH) SetMSN(m uint32)        { put24(b[1:], m) }
+
+// SetMSN sets the 24-bit message sequence number.
+func (b AETH) SetMSN(m uint32) { put24(b[1:], m) }
 
 // AtomicETH is a view of the 28-byte Atomic Extended Transport Header:
 // VA u64 | R_Key u32 | Swap/Add Data u64 | Compare Data u64 (IBTA Vol.1 §9.3.4).
@@ -140,22 +209,44 @@ const (
 	AtomicETHOffCompare = 20
 )
 
-func (b AtomicETH) IsValid() bool       { return len(b) >= AtomicETHLen }
-func (b AtomicETH) VA() uint64          { return be.Uint64(b[AtomicETHOffVA:]) }
-func (b AtomicETH) RKey() uint32        { return be.Uint32(b[AtomicETHOffRKey:]) }
-func (b AtomicETH) SwapAdd() uint64     { return be.Uint64(b[AtomicETHOffSwapAdd:]) }
-func (b AtomicETH) Compare() uint64     { return be.Uint64(b[AtomicETHOffCompare:]) }
-func (b AtomicETH) SetVA(v uint64)      { be.PutUint64(b[AtomicETHOffVA:], v) }
-func (b AtomicETH) SetRKey(v uint32)    { be.PutUint32(b[AtomicETHOffRKey:], v) }
+// IsValid reports whether b is long enough for a AtomicETH.
+func (b AtomicETH) IsValid() bool { return len(b) >= AtomicETHLen }
+
+// VA returns the virtual address.
+func (b AtomicETH) VA() uint64 { return be.Uint64(b[AtomicETHOffVA:]) }
+
+// RKey returns the R_Key.
+func (b AtomicETH) RKey() uint32 { return be.Uint32(b[AtomicETHOffRKey:]) }
+
+// SwapAdd returns the swap (or add) data.
+func (b AtomicETH) SwapAdd() uint64 { return be.Uint64(b[AtomicETHOffSwapAdd:]) }
+
+// Compare returns the compare data.
+func (b AtomicETH) Compare() uint64 { return be.Uint64(b[AtomicETHOffCompare:]) }
+
+// SetVA sets the virtual address.
+func (b AtomicETH) SetVA(v uint64) { be.PutUint64(b[AtomicETHOffVA:], v) }
+
+// SetRKey sets the R_Key.
+func (b AtomicETH) SetRKey(v uint32) { be.PutUint32(b[AtomicETHOffRKey:], v) }
+
+// SetSwapAdd sets the swap (or add) data.
 func (b AtomicETH) SetSwapAdd(v uint64) { be.PutUint64(b[AtomicETHOffSwapAdd:], v) }
+
+// SetCompare sets the compare data.
 func (b AtomicETH) SetCompare(v uint64) { be.PutUint64(b[AtomicETHOffCompare:], v) }
 
 // AtomicAckETH is a view of the 8-byte Atomic ACK Extended Transport Header:
 // the original remote data (IBTA Vol.1 §9.3.6).
 type AtomicAckETH []byte
 
-func (b AtomicAckETH) IsValid() bool        { return len(b) >= AtomicAckETHLen }
-func (b AtomicAckETH) OrigData() uint64     { return be.Uint64(b) }
+// IsValid reports whether b is long enough for a AtomicAckETH.
+func (b AtomicAckETH) IsValid() bool { return len(b) >= AtomicAckETHLen }
+
+// OrigData returns the original remote data.
+func (b AtomicAckETH) OrigData() uint64 { return be.Uint64(b) }
+
+// SetOrigData sets the original remote data.
 func (b AtomicAckETH) SetOrigData(v uint64) { be.PutUint64(b, v) }
 
 // ImmDt is a view of the 4-byte Immediate Data header. The value is opaque;
@@ -163,16 +254,26 @@ func (b AtomicAckETH) SetOrigData(v uint64) { be.PutUint64(b, v) }
 // order, so put it back with SetImm to preserve the bytes).
 type ImmDt []byte
 
-func (b ImmDt) IsValid() bool   { return len(b) >= ImmDtLen }
-func (b ImmDt) Imm() uint32     { return be.Uint32(b) }
+// IsValid reports whether b is long enough for a ImmDt.
+func (b ImmDt) IsValid() bool { return len(b) >= ImmDtLen }
+
+// Imm returns the immediate data.
+func (b ImmDt) Imm() uint32 { return be.Uint32(b) }
+
+// SetImm sets the immediate data.
 func (b ImmDt) SetImm(v uint32) { be.PutUint32(b, v) }
 
 // IETH is a view of the 4-byte Invalidate Extended Transport Header: the
 // R_Key to invalidate (IBTA Vol.1 §9.3.8).
 type IETH []byte
 
-func (b IETH) IsValid() bool    { return len(b) >= IETHLen }
-func (b IETH) RKey() uint32     { return be.Uint32(b) }
+// IsValid reports whether b is long enough for a IETH.
+func (b IETH) IsValid() bool { return len(b) >= IETHLen }
+
+// RKey returns the R_Key.
+func (b IETH) RKey() uint32 { return be.Uint32(b) }
+
+// SetRKey sets the R_Key.
 func (b IETH) SetRKey(v uint32) { be.PutUint32(b, v) }
 
 // DETH is a view of the 8-byte Datagram Extended Transport Header:
@@ -184,10 +285,19 @@ const (
 	DETHOffSrcQP = 4 // 32-bit word whose low 24 bits are the source QP
 )
 
-func (b DETH) IsValid() bool     { return len(b) >= DETHLen }
-func (b DETH) QKey() uint32      { return be.Uint32(b[DETHOffQKey:]) }
-func (b DETH) SrcQP() uint32     { return be.Uint32(b[DETHOffSrcQP:]) & QPNMask }
-func (b DETH) SetQKey(v uint32)  { be.PutUint32(b[DETHOffQKey:], v) }
+// IsValid reports whether b is long enough for a DETH.
+func (b DETH) IsValid() bool { return len(b) >= DETHLen }
+
+// QKey returns the Q_Key.
+func (b DETH) QKey() uint32 { return be.Uint32(b[DETHOffQKey:]) }
+
+// SrcQP returns the 24-bit source QP.
+func (b DETH) SrcQP() uint32 { return be.Uint32(b[DETHOffSrcQP:]) & QPNMask }
+
+// SetQKey sets the Q_Key.
+func (b DETH) SetQKey(v uint32) { be.PutUint32(b[DETHOffQKey:], v) }
+
+// SetSrcQP sets the 24-bit source QP.
 func (b DETH) SetSrcQP(v uint32) { put24(b[5:], v) }
 
 // FETH is a view of the 4-byte Flush Extended Transport Header (IBTA 1.5):
@@ -195,10 +305,19 @@ func (b DETH) SetSrcQP(v uint32) { put24(b[5:], v) }
 // placement type.
 type FETH []byte
 
-func (b FETH) IsValid() bool               { return len(b) >= FETHLen }
-func (b FETH) PlacementType() uint8        { return b[3] & 0x0F }
-func (b FETH) SelectivityLevel() uint8     { return b[3] >> 4 & 0x03 }
-func (b FETH) SetPlacementType(v uint8)    { b[3] = b[3]&^0x0F | v&0x0F }
+// IsValid reports whether b is long enough for a FETH.
+func (b FETH) IsValid() bool { return len(b) >= FETHLen }
+
+// PlacementType returns the placement type.
+func (b FETH) PlacementType() uint8 { return b[3] & 0x0F }
+
+// SelectivityLevel returns the selectivity level.
+func (b FETH) SelectivityLevel() uint8 { return b[3] >> 4 & 0x03 }
+
+// SetPlacementType sets the placement type.
+func (b FETH) SetPlacementType(v uint8) { b[3] = b[3]&^0x0F | v&0x0F }
+
+// SetSelectivityLevel sets the selectivity level.
 func (b FETH) SetSelectivityLevel(v uint8) { b[3] = b[3]&^0x30 | (v&3)<<4 }
 
 func setBit(p *byte, m byte, v bool) {
