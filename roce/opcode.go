@@ -264,7 +264,8 @@ func init() {
 	opTable[CNP].FixedPayload = CNPReservedLen
 	for i := range opTable {
 		if !opTable[i].Valid {
-			opTable[i] = OpInfo{Name: "OPCODE_0x" + strconv.FormatUint(uint64(i), 16)}
+			// Invalid opcodes: BTH only, so Header.Append still writes a BTH.
+			opTable[i] = OpInfo{Name: "OPCODE_0x" + strconv.FormatUint(uint64(i), 16), HdrLen: BTHLen, FixedPayload: -1}
 		}
 	}
 }

@@ -99,6 +99,9 @@ func TestOpcodeTable(t *testing.T) {
 			t.Errorf("%#x (%v): Valid %v, in table %v", op, o, o.Valid(), seen[o])
 		}
 	}
+	if b := (&Header{Opcode: 0x15, PSN: 1}).Append(nil, 0); len(b) != BTHLen || b[0] != 0x15 || b[11] != 1 {
+		t.Errorf("Append with a reserved opcode: % x", b)
+	}
 	if Opcode(0x15).String() != "OPCODE_0x15" || Opcode(0x15).Info().Offset(HasRETH) != -1 {
 		t.Error("reserved opcode")
 	}
