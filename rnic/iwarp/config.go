@@ -25,6 +25,8 @@ type Config struct {
 	Backlog int
 	// Disconnect bounds a graceful disconnect (default 5 s); then the close is abortive.
 	Disconnect time.Duration
+
+	testORD int // tests: override the negotiated ORD to exceed the peer's IRD
 }
 
 // DefaultConfig returns the default configuration: MPA rev 2 with CRC, no Markers,

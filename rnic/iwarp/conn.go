@@ -131,6 +131,9 @@ func newConn(qp *rnic.QP, nc net.Conn, cfg Config, p mpa.Params, initiator bool,
 	if c.ord > qp.Device().Config().MaxORD {
 		c.ord = qp.Device().Config().MaxORD
 	}
+	if cfg.testORD > 0 {
+		c.ord = cfg.testORD
+	}
 	c.orq = newRing[orqEntry](c.ord + 1)
 	c.irq = newRing[irqEntry](c.ird + 1)
 	c.mulpdu = cfg.MULPDU
