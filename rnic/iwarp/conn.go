@@ -728,10 +728,11 @@ func (c *Conn) sendTerm(te rdmap.TerminateError, hdr []byte, ulpLen int, rr []by
 		b = append(b, rr...)
 	}
 	c.qp.EnterTerminate()
-	if c.cur != nil {
+	if c.cur != nil && te == rdmap.FromDDP(ddp.ErrMessageTooLong) {
+		// the receive buffer is too small; other failures leave the WQE to the flush
 		c.qp.CompleteRecv(c.cur, rnic.RecvResult{Status: rnic.StatusLocLenErr, Opcode: rnic.WCRecv})
-		c.cur = nil
 	}
+	c.cur = nil
 	c.mu.Lock()
 	c.term, c.termErr, c.termSend = b, te, true
 	c.mu.Unlock()

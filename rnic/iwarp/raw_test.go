@@ -1,0 +1,203 @@
+package iwarp
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"io"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/softrnic/softrnic/ddp"
+	"github.com/softrnic/softrnic/mpa"
+	"github.com/softrnic/softrnic/rdmap"
+	"github.com/softrnic/softrnic/rnic"
+)
+
+// rawPeer is a hand-driven initiator speaking the wire format the way Linux siw does.
+type rawPeer struct {
+	nc     net.Conn
+	params mpa.Params
+	rd     *mpa.Reader
+	wr     *mpa.Writer
+}
+
+// rawConnect connects a raw initiator to a softrnic listener whose accepted QP is srv.
+func rawConnect(t *testing.T, cfg mpa.Config, srv *side, srvCfg *Config) *rawPeer {
+	t.Helper()
+	ln, err := Listen(srv.dev, "127.0.0.1:0", srvCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	nc, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { nc.Close() })
+	req, err := mpa.Request(cfg, []byte("raw"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := nc.Write(req.Append(nil)); err != nil {
+		t.Fatal(err)
+	}
+	r, err := ln.Accept(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(r.PrivateData()) != "raw" {
+		t.Fatalf("private data %q", r.PrivateData())
+	}
+	if srv.conn, err = r.Accept(srv.qp, ConnParam{PrivateData: []byte("ok")}); err != nil {
+		t.Fatal(err)
+	}
+	_ = nc.SetDeadline(time.Now().Add(5 * time.Second))
+	raw, rep, err := readFrame(nc, 256)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Rev == 2 && (raw[17]&0xff != 2 || rep.Rev != 2 || !rep.Enhanced) {
+		t.Fatalf("reply to an enhanced request must be rev 2 with S: % x", raw[:20])
+	}
+	p, err := mpa.Complete(cfg, &req, &rep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &rawPeer{nc: nc, params: p, rd: mpa.NewReader(nc, p.RxFraming()), wr: mpa.NewWriter(nc, p.TxFraming())}
+}
+
+// next reads one FPDU's ULPDU.
+func (p *rawPeer) next(t *testing.T) []byte {
+	t.Helper()
+	n, err := p.rd.Next()
+	if err != nil {
+		t.Fatal("next FPDU:", err)
+	}
+	b := make([]byte, n)
+	if err := p.rd.ReadFull(b); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.rd.End(); err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func TestRawSiwInitiator(t *testing.T) {
+	noLeak(t)
+	srv := newSide(t, &pairOpts{})
+	defer srv.dev.Close()
+	cfg := mpa.Config{Rev: 2, CRC: true, P2P: true, RTR: mpa.RTRWrite | mpa.RTRRead, IRD: 8, ORD: 8}
+	p := rawConnect(t, cfg, srv, nil)
+	if p.params.RTR != mpa.RTRWrite {
+		t.Fatalf("responder picked RTR %v, want write (siw's choice)", p.params.RTR)
+	}
+	// The responder has a Send queued but must not transmit before our first FPDU.
+	smr, sbuf := srv.reg(t, 64, allAccess)
+	copy(sbuf, "from softrnic")
+	if err := srv.qp.PostSend(&rnic.SendWR{WRID: 1, Opcode: rnic.OpSend, SGL: []rnic.SGE{smr.SGE(0, 13)}}); err != nil {
+		t.Fatal(err)
+	}
+	_ = p.nc.SetReadDeadline(time.Now().Add(150 * time.Millisecond))
+	var one [1]byte
+	if n, err := p.nc.Read(one[:]); n != 0 || err == nil {
+		t.Fatal("responder sent before the initiator's first FPDU")
+	}
+	_ = p.nc.SetDeadline(time.Now().Add(5 * time.Second))
+	// siw's Write RTR: zero-length RDMA Write, STag 1, TO 0.
+	h := make([]byte, ddp.TaggedLen)
+	ddp.Tagged(h).Init(true, rdmap.Control(rdmap.OpWrite), 1, 0)
+	if err := p.wr.WriteFPDU(h, nil); err != nil {
+		t.Fatal(err)
+	}
+	b := p.next(t)
+	u := ddp.Untagged(b)
+	if u.Tagged() || u.QN() != 0 || u.MSN() != 1 || u.MO() != 0 || !u.Last() || rdmap.ControlOpcode(u.ULPControl()) != rdmap.OpSend ||
+		string(b[ddp.UntaggedLen:]) != "from softrnic" {
+		t.Fatalf("send FPDU % x", b)
+	}
+	// A Write to a bad STag: Terminate DDP/tagged/invalid STag, QN 2, MSN 1, MO 0, M|D with the
+	// echoed segment length and header.
+	ddp.Tagged(h).Init(true, rdmap.Control(rdmap.OpWrite), 0xabcdef01, 64)
+	if err := p.wr.WriteFPDU(h, [][]byte{[]byte("12345678")}); err != nil {
+		t.Fatal(err)
+	}
+	b = p.next(t)
+	u = ddp.Untagged(b)
+	if rdmap.ControlOpcode(u.ULPControl()) != rdmap.OpTerminate || u.QN() != 2 || u.MSN() != 1 || u.MO() != 0 {
+		t.Fatalf("terminate header % x", b)
+	}
+	w := binary.BigEndian.Uint32(b[ddp.UntaggedLen:])
+	if parseTermWord(w) != rdmap.FromDDP(ddp.ErrInvalidSTag) || w&(termM|termD) != termM|termD || w&termR != 0 {
+		t.Fatalf("terminate control %#x", w)
+	}
+	echo := b[ddp.UntaggedLen+4:]
+	if binary.BigEndian.Uint16(echo) != uint16(ddp.TaggedLen+8) || !bytes.Equal(echo[2:], h) {
+		t.Fatalf("echoed header % x", echo)
+	}
+	if _, err := p.rd.Next(); err != io.EOF {
+		t.Fatalf("after Terminate: %v, want EOF", err)
+	}
+	waitEvent(t, srv.dev, rnic.EventQPAccessErr)
+	<-srv.qp.Done()
+}
+
+func TestRawReadRTRAndCRC(t *testing.T) {
+	noLeak(t)
+	srv := newSide(t, &pairOpts{})
+	defer srv.dev.Close()
+	cfg := mpa.Config{Rev: 2, CRC: true, P2P: true, RTR: mpa.RTRRead, IRD: 4, ORD: 4}
+	p := rawConnect(t, cfg, srv, nil)
+	if p.params.RTR != mpa.RTRRead {
+		t.Fatalf("RTR %v", p.params.RTR)
+	}
+	// siw's Read RTR: zero-length Read Request, sink STag 0x55, source STag 1, TO 0.
+	h := make([]byte, ddp.UntaggedLen+readReqLen)
+	ddp.Untagged(h).Init(true, rdmap.Control(rdmap.OpReadRequest), 0, 1, 1, 0)
+	(&readReq{sinkSTag: 0x55, srcSTag: 1}).put(h[ddp.UntaggedLen:])
+	if err := p.wr.WriteFPDU(h, nil); err != nil {
+		t.Fatal(err)
+	}
+	b := p.next(t)
+	tg := ddp.Tagged(b)
+	if len(b) != ddp.TaggedLen || !tg.Tagged() || !tg.Last() || tg.STag() != 0x55 || rdmap.ControlOpcode(tg.ULPControl()) != rdmap.OpReadResponse {
+		t.Fatalf("read response to the RTR: % x", b)
+	}
+	// A Send with a corrupted CRC: Terminate LLP/MPA/CRC error, then the stream closes.
+	frame := mpa.AppendFPDU(nil, true, []byte{0x41, 0x43, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0})
+	frame[len(frame)-1] ^= 0xff
+	_ = srv.qp.PostRecv(&rnic.RecvWR{WRID: 1})
+	if _, err := p.nc.Write(frame); err != nil {
+		t.Fatal(err)
+	}
+	b = p.next(t)
+	if w := binary.BigEndian.Uint32(b[ddp.UntaggedLen:]); parseTermWord(w) != rdmap.TermMPACRC {
+		t.Fatalf("terminate % x", b)
+	}
+	e := waitEvent(t, srv.dev, rnic.EventQPFatal)
+	if s := srv.qp.Counters().Snapshot(); s.CRCErrors != 1 || s.TermSent != 1 {
+		t.Fatalf("counters %+v, event %v", s, e)
+	}
+	<-srv.qp.Done()
+	if c := wait(t, srv.rcq); c.Status != rnic.StatusWRFlushErr {
+		t.Fatalf("receive after CRC error: %+v", c)
+	}
+}
+
+func TestRawNoMatchingRTR(t *testing.T) {
+	noLeak(t)
+	srv := newSide(t, &pairOpts{})
+	defer srv.dev.Close()
+	p := rawConnect(t, mpa.Config{Rev: 2, P2P: true, RTR: mpa.RTRWrite}, srv, nil)
+	// First FPDU is a non-empty Send, not the negotiated RTR.
+	h := make([]byte, ddp.UntaggedLen)
+	ddp.Untagged(h).Init(true, rdmap.Control(rdmap.OpSend), 0, 0, 1, 0)
+	_ = p.wr.WriteFPDU(h, [][]byte{[]byte("x")})
+	b := p.next(t)
+	if w := binary.BigEndian.Uint32(b[ddp.UntaggedLen:]); parseTermWord(w) != rdmap.TermMPANoMatchingRTR {
+		t.Fatalf("terminate % x", b)
+	}
+	<-srv.qp.Done()
+}
