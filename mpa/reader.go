@@ -44,6 +44,7 @@ type Reader struct {
 	badMarker bool
 	err       error
 	small     [CRCLen]byte
+	lbuf      [LengthLen]byte
 }
 
 // NewReader returns a Reader deframing from r with opt.
@@ -230,7 +231,7 @@ func (fr *Reader) Next() (int, error) {
 		}
 	}
 	fr.fpduStart = fr.pos
-	var l [LengthLen]byte
+	l := fr.lbuf[:]
 	if first {
 		if _, err := fr.raw(l[:1], 1); err != nil {
 			fr.err = err
@@ -239,10 +240,10 @@ func (fr *Reader) Next() (int, error) {
 		if err := fr.rawFull(l[1:], true); err != nil {
 			return 0, fr.fail(err)
 		}
-	} else if err := fr.dataFull(l[:], LengthLen); err != nil {
+	} else if err := fr.dataFull(l, LengthLen); err != nil {
 		return 0, fr.fail(err)
 	}
-	fr.ulpLen = int(binary.BigEndian.Uint16(l[:]))
+	fr.ulpLen = int(binary.BigEndian.Uint16(l))
 	fr.remain = fr.ulpLen
 	fr.in = true
 	return fr.ulpLen, nil
