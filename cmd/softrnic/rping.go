@@ -79,7 +79,7 @@ type rpingOpts struct {
 const (
 	faultWriteBadSTag = "write-bad-stag" // server: RDMA WRITE with a corrupted remote STag
 	faultReadBadSTag  = "read-bad-stag"  // server: RDMA READ with a corrupted remote STag
-	faultAdvertiseBig = "advertise-big"  // client: advertise a sink 4096 bytes larger than registered
+	faultSinkOOB      = "sink-oob"       // client: advertise the sink half a buffer past its start, so the server's Write overruns it
 )
 
 func rpingUsage(w io.Writer) {
@@ -96,7 +96,7 @@ func rpingUsage(w io.Writer) {
 	-p port		port (default 7174)
 	--crc		request MPA CRC32c (rping has no such flag; siw follows the request)
 	--timeout d	give up after the duration d (e.g. 30s)
-	--fault f	inject a fault: write-bad-stag, read-bad-stag (server), advertise-big (client)
+	--fault f	inject a fault: write-bad-stag, read-bad-stag (server), sink-oob (client)
 `)
 }
 
@@ -137,7 +137,7 @@ func parseRpingArgs(args []string) (rpingOpts, error) {
 					return o, err
 				}
 				switch v {
-				case faultWriteBadSTag, faultReadBadSTag, faultAdvertiseBig:
+				case faultWriteBadSTag, faultReadBadSTag, faultSinkOOB:
 				default:
 					return o, fmt.Errorf("unknown --fault %q", v)
 				}
@@ -186,7 +186,7 @@ func parseRpingArgs(args []string) (rpingOpts, error) {
 		return o, errors.New("exactly one of -s and -c is required")
 	case o.client && o.addr == "":
 		return o, errors.New("-c needs -a addr")
-	case o.fault == faultAdvertiseBig && !o.client,
+	case o.fault == faultSinkOOB && !o.client,
 		(o.fault == faultWriteBadSTag || o.fault == faultReadBadSTag) && !o.server:
 		return o, fmt.Errorf("--fault %s does not apply to this role", o.fault)
 	}
@@ -363,6 +363,20 @@ func (s *rpingSession) postInfo(mr *rnic.MR, n int) error {
 	return s.postSend()
 }
 
+// postSink advertises the client's sink buffer (with --fault sink-oob, half a buffer past
+// its start, so the peer's RDMA Write of -S bytes runs off the end of the region).
+func (s *rpingSession) postSink() error {
+	off := 0
+	if s.o.fault == faultSinkOOB {
+		off = s.o.size / 2
+	}
+	binary.BigEndian.PutUint64(s.send[0:], s.rdmaMR.Addr()+uint64(off))
+	binary.BigEndian.PutUint32(s.send[8:], s.rdmaMR.RKey())
+	binary.BigEndian.PutUint32(s.send[12:], uint32(s.o.size))
+	s.debugf("RDMA addr %x rkey %x len %d", s.rdmaMR.Addr()+uint64(off), s.rdmaMR.RKey(), s.o.size)
+	return s.postSend()
+}
+
 func (s *rpingSession) postSend() error {
 	return s.qp.PostSend(&rnic.SendWR{WRID: 2, Opcode: rnic.OpSend, Flags: rnic.Signaled,
 		SGL: []rnic.SGE{s.sendMR.SGE(0, rpingInfoLen)}})
@@ -383,8 +397,7 @@ func (s *rpingSession) qpError() error {
 		if te.Sent {
 			dir = "sent"
 		}
-		return fmt.Errorf("Terminate %s: %v (layer %d, type %d, code %#02x)", dir, te.TerminateError,
-			te.Layer, te.Type, te.Code)
+		return fmt.Errorf("Terminate %s: %v", dir, te.TerminateError)
 	case err == nil, errors.As(err, &llp), errors.Is(err, io.EOF):
 		return errDisconnected
 	}
@@ -500,10 +513,6 @@ func (s *rpingSession) runClient(ctx context.Context) error {
 	defer s.report()
 	s.debugf("rdma_connect successful")
 	start := byte(rpingFirstChar)
-	sink := s.o.size
-	if s.o.fault == faultAdvertiseBig {
-		sink += 4096
-	}
 	for ping := 0; s.o.count == 0 || ping < s.o.count; ping++ {
 		fillSource(s.start, ping, start)
 		start++
@@ -516,7 +525,7 @@ func (s *rpingSession) runClient(ctx context.Context) error {
 		if _, err := s.await(ctx, rnic.WCRecv); err != nil {
 			return s.clientErr("wait for RDMA_WRITE_ADV", err)
 		}
-		if err := s.postInfo(s.rdmaMR, sink); err != nil {
+		if err := s.postSink(); err != nil {
 			return fmt.Errorf("post send error: %w", err)
 		}
 		if _, err := s.await(ctx, rnic.WCRecv); err != nil {

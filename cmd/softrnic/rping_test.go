@@ -1,0 +1,223 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/softrnic/softrnic/mpa"
+	"github.com/softrnic/softrnic/rnic"
+)
+
+func TestParseRpingArgs(t *testing.T) {
+	o, err := parseRpingArgs([]string{"-c", "-vV", "-a", "10.0.0.1", "-p9999", "-C", "7", "-S", "4096", "--crc", "--timeout=3s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !o.client || o.server || !o.verbose || !o.validate || o.debug || o.addr != "10.0.0.1" ||
+		o.port != 9999 || o.count != 7 || o.size != 4096 || !o.crc || o.timeout != 3*time.Second {
+		t.Fatalf("parsed %+v", o)
+	}
+	o, err = parseRpingArgs([]string{"-s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.port != 7174 || o.size != 64 || o.count != 0 || o.addr != "" {
+		t.Fatalf("defaults: %+v", o)
+	}
+	// rping's size range: sizeof("2147483647") + sizeof("rdma-ping-%d: ") .. 64 KiB - 1.
+	for _, c := range []struct {
+		size string
+		ok   bool
+	}{{"25", false}, {"26", true}, {"65535", true}, {"65536", false}, {"x", false}} {
+		_, err := parseRpingArgs([]string{"-s", "-S", c.size})
+		if (err == nil) != c.ok {
+			t.Errorf("-S %s: err %v, want ok=%v", c.size, err, c.ok)
+		}
+	}
+	for _, bad := range [][]string{
+		{}, {"-s", "-c", "-a", "x"}, {"-c"}, {"-s", "-x"}, {"-s", "-C", "-1"}, {"-s", "-p"},
+		{"-s", "--fault", "sink-oob"}, {"-c", "-a", "x", "--fault", "write-bad-stag"}, {"-s", "--fault", "nope"},
+		{"-s", "--timeout", "x"}, {"-s", "stray"},
+	} {
+		if _, err := parseRpingArgs(bad); err == nil {
+			t.Errorf("%q: no error", bad)
+		}
+	}
+}
+
+// TestFillSource checks the rping payload: the "rdma-ping-%d: " prefix, then printable
+// ASCII 'A'..'z' from a start letter that advances per ping, NUL in the last byte.
+func TestFillSource(t *testing.T) {
+	for _, c := range []struct{ ping, size int }{{0, 26}, {0, 64}, {57, 100}, {58, 100}, {12345, 4096}} {
+		buf := make([]byte, c.size)
+		start := byte('A' + c.ping%58)
+		fillSource(buf, c.ping, start)
+		prefix := "rdma-ping-" + strconv.Itoa(c.ping) + ": "
+		if !bytes.HasPrefix(buf, []byte(prefix)) {
+			t.Fatalf("ping %d: prefix %q", c.ping, buf[:len(prefix)])
+		}
+		if buf[c.size-1] != 0 {
+			t.Fatalf("ping %d: last byte %#x", c.ping, buf[c.size-1])
+		}
+		for i := len(prefix); i < c.size-1; i++ {
+			want := byte('A' + (int(start-'A')+i-len(prefix))%58)
+			if buf[i] != want {
+				t.Fatalf("ping %d size %d: byte %d = %q, want %q", c.ping, c.size, i, buf[i], want)
+			}
+		}
+	}
+}
+
+// lockedBuf is a goroutine-safe output buffer.
+type lockedBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuf) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuf) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+type rpingRun struct {
+	srvErr, cliErr error
+	srvOut, cliOut string
+	srvP, cliP     mpa.Params
+	srvC, cliC     rnic.Stats
+}
+
+// runPair runs softrnic rping server and client over loopback TCP.
+func runPair(t *testing.T, srv, cli rpingOpts) rpingRun {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var r rpingRun
+	var so, co lockedBuf
+	srv.server, srv.addr, srv.port, srv.stdout, srv.stderr = true, "127.0.0.1", 0, &so, &so
+	cli.client, cli.addr, cli.stdout, cli.stderr = true, "127.0.0.1", &co, &co
+	ready := make(chan net.Addr, 1)
+	srv.listening = func(a net.Addr) { ready <- a }
+	srv.collectNegotiate = func(p mpa.Params, c *rnic.Counters) { r.srvP, r.srvC = p, c.Snapshot() }
+	cli.collectNegotiate = func(p mpa.Params, c *rnic.Counters) { r.cliP, r.cliC = p, c.Snapshot() }
+	done := make(chan error, 1)
+	go func() { done <- rping(ctx, srv) }()
+	select {
+	case a := <-ready:
+		cli.port = a.(*net.TCPAddr).Port
+	case err := <-done:
+		t.Fatalf("server: %v", err)
+	}
+	r.cliErr = rping(ctx, cli)
+	r.srvErr = <-done
+	r.srvOut, r.cliOut = so.String(), co.String()
+	return r
+}
+
+func TestRpingLoopback(t *testing.T) {
+	for _, size := range []int{rpingMinSize, 64, 4096, rpingMaxSize} {
+		for _, crc := range []bool{false, true} {
+			t.Run(fmt.Sprintf("S%d/crc=%v", size, crc), func(t *testing.T) {
+				const count = 20
+				o := rpingOpts{size: size, count: count, verbose: true, validate: true, crc: crc}
+				r := runPair(t, rpingOpts{size: size, verbose: true, crc: false}, o)
+				if r.cliErr != nil || r.srvErr != nil {
+					t.Fatalf("client: %v\nserver: %v\n%s\n%s", r.cliErr, r.srvErr, r.cliOut, r.srvOut)
+				}
+				for i := 0; i < count; i++ {
+					buf := make([]byte, size)
+					fillSource(buf, i, byte('A'+i%58))
+					line := string(buf[:size-1])
+					if !strings.Contains(r.cliOut, "ping data: "+line+"\n") {
+						t.Fatalf("client output lacks ping %d (%q):\n%s", i, line, r.cliOut)
+					}
+					if !strings.Contains(r.srvOut, "server ping data: "+line+"\n") {
+						t.Fatalf("server output lacks ping %d", i)
+					}
+				}
+				if n := strings.Count(r.cliOut, "ping data: "); n != count {
+					t.Fatalf("client printed %d pings, want %d", n, count)
+				}
+				if !strings.Contains(r.srvOut, "server DISCONNECT EVENT...") {
+					t.Fatalf("server did not see the disconnect:\n%s", r.srvOut)
+				}
+				// CRC is on if either side asks (RFC 5044 §7.1.1); rping asks for IRD=ORD=1.
+				if r.cliP.CRC != crc || r.srvP.CRC != crc || !r.cliP.Enhanced || r.cliP.Rev != 2 ||
+					r.cliP.IRD != 1 || r.cliP.ORD != 1 || r.cliP.P2P {
+					t.Fatalf("negotiated client %+v server %+v", r.cliP, r.srvP)
+				}
+				// Per ping: the client sends 2×16 bytes, the server 2×16 + Read response + Write.
+				if want := uint64(count * 2 * rpingInfoLen); r.cliC.TxBytes < want || r.cliC.CRCErrors != 0 || r.srvC.CRCErrors != 0 {
+					t.Fatalf("counters client %+v server %+v", r.cliC, r.srvC)
+				}
+			})
+		}
+	}
+}
+
+func TestRpingFaults(t *testing.T) {
+	cases := []struct {
+		name          string
+		srv, cli      rpingOpts
+		srvWant       string // in the server's error
+		cliWant       string // in the client's error
+		clientNoPings bool
+	}{
+		{
+			name: "server writes to an invalid STag",
+			srv:  rpingOpts{size: 64, fault: faultWriteBadSTag},
+			cli:  rpingOpts{size: 64, count: 3, verbose: true},
+			// RFC 5041 §7.2: tagged buffer error, invalid STag (DDP layer 1, type 1, code 0).
+			srvWant: "Terminate received: DDP tagged buffer error: invalid STag (1/1/0x00)",
+			cliWant: "Terminate sent: DDP tagged buffer error: invalid STag (1/1/0x00)", clientNoPings: true,
+		},
+		{
+			name: "server reads from an invalid STag",
+			srv:  rpingOpts{size: 64, fault: faultReadBadSTag},
+			cli:  rpingOpts{size: 64, count: 3, verbose: true},
+			// The Read completes with a remote access error (RFC 5040 §7.4.1).
+			srvWant: "status 9 (RemAccessErr) opcode Read: Terminate received: RDMAP remote protection error: invalid STag (0/1/0x00)",
+			cliWant: "Terminate sent: RDMAP remote protection error: invalid STag (0/1/0x00)", clientNoPings: true,
+		},
+		{
+			name: "client advertises a sink the server's Write overruns",
+			srv:  rpingOpts{size: 64},
+			cli:  rpingOpts{size: 64, count: 3, verbose: true, fault: faultSinkOOB},
+			// RFC 5041 §7.2: tagged buffer error, base or bounds violation (1/1/0x01).
+			srvWant: "Terminate received: DDP tagged buffer error: base or bounds violation (1/1/0x01)",
+			cliWant: "Terminate sent: DDP tagged buffer error: base or bounds violation (1/1/0x01)", clientNoPings: true,
+		},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := runPair(t, c.srv, c.cli)
+			t.Logf("server: %v\nclient: %v", r.srvErr, r.cliErr)
+			if r.srvErr == nil || !strings.Contains(r.srvErr.Error(), c.srvWant) {
+				t.Errorf("server error %v, want %q\n%s", r.srvErr, c.srvWant, r.srvOut)
+			}
+			if r.cliErr == nil || !strings.Contains(r.cliErr.Error(), c.cliWant) {
+				t.Errorf("client error %v, want %q\n%s", r.cliErr, c.cliWant, r.cliOut)
+			}
+			if c.clientNoPings && strings.Contains(r.cliOut, "ping data: ") {
+				t.Errorf("client completed a ping despite the fault:\n%s", r.cliOut)
+			}
+			if errors.Is(r.srvErr, context.DeadlineExceeded) || errors.Is(r.cliErr, context.DeadlineExceeded) {
+				t.Errorf("timed out: server %v client %v", r.srvErr, r.cliErr)
+			}
+		})
+	}
+}
