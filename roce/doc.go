@@ -36,7 +36,8 @@
 // PacketCount gives the number of packets (and PSNs) a message takes at a
 // path MTU.
 //
-// Building: fill a Header (every BTH and ETH field), then
+// Building: fill a Header (every BTH and ETH field), then, with start the
+// offset of the BTH in b,
 //
 //	b = h.Append(b, len(payload))   // BTH + ETHs, PadCnt set
 //	b = append(b, payload...)
@@ -74,9 +75,17 @@
 // ParseDREQ, ParseDREP, ParseSIDRREQ and ParseSIDRREP decode those bytes
 // into structs carrying every field of IBTA Vol.1 tables 106-120 (the
 // private data is a fixed-size array). Append writes them back. Reserved
-// bits read as zero and are written as zero. AppendCMMAD writes a whole MAD
-// with the CM header (class 7, version 2, method SEND). RejectReason names
-// the REJ reasons.
+// bits are ignored on parse and written as zero. AppendCMMAD writes a whole
+// MAD with the CM header (class 7, version 2, method SEND). RejectReason
+// names the REJ reasons. A CM packet to the peer's QP1 is therefore as
+// follows (rxe sets AckReq and counts the PSN up per packet on QP1, as in
+// the captured REQ retries):
+//
+//	h := roce.Header{Opcode: roce.UDSendOnly, PKey: roce.DefaultPKey, DestQP: 1,
+//		AckReq: true, PSN: qp1PSN, QKey: roce.GSIQKey, SrcQP: 1}
+//	b = h.Append(b, roce.MADLen)
+//	b = roce.AppendCMMAD(b, tid, &req)
+//	b = roce.AppendICRC(b, roce.ICRCv4(…, b[start:]))
 //
 // RDMA-CM puts a 36-byte CMAHeader (cma_hdr) at the start of REQ private
 // data. It holds a version, the IP version, the active side's port, and the
