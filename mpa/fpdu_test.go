@@ -579,3 +579,56 @@ func TestReaderIOError(t *testing.T) {
 		t.Fatal("I/O error not sticky", err)
 	}
 }
+
+// The framing hot paths do not allocate (see also the benchmarks).
+func TestFramingAllocs(t *testing.T) {
+	if testing.Short() {
+		t.Skip("short")
+	}
+	for _, opt := range allOpts {
+		hdr, chunks := benchSegments(1460, opt.Markers)
+		var out bytes.Buffer
+		w := NewWriter(&out, opt)
+		pl := make([][]byte, 1)
+		writeAll := func() {
+			for _, c := range chunks {
+				pl[0] = c
+				if err := w.WriteFPDU(hdr, pl); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		writeAll()
+		wire := bytes.Clone(out.Bytes())
+		if a := testing.AllocsPerRun(5, func() { w.Reset(io.Discard, opt); writeAll() }); a != 0 {
+			t.Errorf("%+v: Writer allocates %v per message", opt, a)
+		}
+		src := bytes.NewReader(wire)
+		r := NewReader(src, opt)
+		dst := make([]byte, benchMsg)
+		h := make([]byte, len(hdr))
+		if a := testing.AllocsPerRun(5, func() {
+			src.Reset(wire)
+			r.Reset(src, opt)
+			off := 0
+			for range chunks {
+				n, err := r.Next()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := r.ReadFull(h); err != nil {
+					t.Fatal(err)
+				}
+				if err := r.ReadFull(dst[off : off+n-len(h)]); err != nil {
+					t.Fatal(err)
+				}
+				off += n - len(h)
+				if err := r.End(); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}); a != 0 {
+			t.Errorf("%+v: Reader allocates %v per message", opt, a)
+		}
+	}
+}
