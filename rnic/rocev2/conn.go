@@ -78,10 +78,16 @@ type sqe struct {
 	got         uint64 // Read: response bytes placed
 }
 
+// rdJob is an entry of the responder's ordered response queue: a READ
+// response being streamed, or a control packet (ACK, NAK, atomic ACK)
+// queued behind one so that responses leave in PSN order.
 type rdJob struct {
 	psn  roce.PSN
 	data []byte
 	off  int
+	ctl  bool
+	cn   int
+	cbuf [40]byte
 }
 
 type atomRes struct {
@@ -154,6 +160,7 @@ type Conn struct {
 	rdq        []rdJob
 	rdHead     int
 	rdLen      int
+	rdReads    int
 	rhdr       roce.Header
 
 	txb [][]byte
@@ -180,7 +187,7 @@ func (e *Endpoint) Connect(qp *rnic.QP, attr ConnAttr) (*Conn, error) {
 	c.ePSN = attr.RecvPSN & roce.PSNMask
 	c.retryLeft, c.rnrLeft = cfg.RetryCnt, cfg.RNRRetry
 	c.atom = make([]atomRes, cfg.MaxDestRd)
-	c.rdq = make([]rdJob, cfg.MaxDestRd)
+	c.rdq = make([]rdJob, 2*cfg.MaxDestRd+16)
 	c.hdr = roce.Header{PKey: cfg.PKey, DestQP: c.rqpn}
 	c.rhdr = c.hdr
 	bs := e.link.BatchSize()
@@ -390,7 +397,12 @@ func (c *Conn) seek(p roce.PSN) {
 func (c *Conn) fill() int {
 	n := 0
 	for n < len(c.txb) && c.rdLen > 0 {
-		c.txb[n] = c.readResp(c.txb[n][:0])
+		if j := &c.rdq[c.rdHead]; j.ctl {
+			c.txb[n] = append(c.txb[n][:0], j.cbuf[:j.cn]...)
+			c.popJob()
+		} else {
+			c.txb[n] = c.readResp(c.txb[n][:0])
+		}
 		n++
 	}
 	if c.fatal || c.rnrPending {
@@ -635,9 +647,8 @@ func (c *Conn) readResp(b []byte) []byte {
 	j.off += n
 	j.psn = j.psn.Add(1)
 	if j.off >= total {
-		j.data = nil
-		c.rdHead = (c.rdHead + 1) % len(c.rdq)
-		c.rdLen--
+		c.rdReads--
+		c.popJob()
 	}
 	c.qp.CountTx(n, 0)
 	return finish(b, n, c.local, c.remote)
@@ -805,10 +816,32 @@ func (c *Conn) input(r *rxCtx, p *roce.Packet, from netip.AddrPort) {
 	c.execute(r, p)
 }
 
+func (c *Conn) popJob() {
+	c.rdq[c.rdHead] = rdJob{}
+	c.rdHead = (c.rdHead + 1) % len(c.rdq)
+	c.rdLen--
+}
+
+// sendAck sends an ACK, NAK or atomic ACK from the receive goroutine, or
+// queues it behind pending READ responses to keep responses in PSN order.
 func (c *Conn) sendAck(r *rxCtx, syn roce.Syndrome, psn roce.PSN, orig uint64, atomicAck bool) {
-	k := r.alloc(c.remote)
-	if k == nil {
-		return
+	var buf []byte
+	var k *ctlPkt
+	var j *rdJob
+	if c.rdLen > 0 {
+		if c.rdLen == len(c.rdq) {
+			return
+		}
+		j = &c.rdq[(c.rdHead+c.rdLen)%len(c.rdq)]
+		*j = rdJob{ctl: true}
+		c.rdLen++
+		buf = j.cbuf[:0]
+		c.wake()
+	} else {
+		if k = r.alloc(c.remote); k == nil {
+			return
+		}
+		buf = k.buf[:0]
 	}
 	h := &c.rhdr
 	h.Opcode = roce.RCAck
@@ -818,9 +851,13 @@ func (c *Conn) sendAck(r *rxCtx, syn roce.Syndrome, psn roce.PSN, orig uint64, a
 	}
 	h.PSN, h.AckReq, h.SE = psn, false, false
 	h.Syndrome, h.MSN = syn, c.msn
-	b := h.Append(k.buf[:0], 0)
+	b := h.Append(buf, 0)
 	b = finish(b, 0, c.local, c.remote)
-	k.n = len(b)
+	if k != nil {
+		k.n = len(b)
+	} else {
+		j.cn = len(b)
+	}
 	if syn.IsNAK() || syn.IsRNRNAK() {
 		c.qp.Counters().NAKs.Add(1)
 	}
@@ -857,7 +894,7 @@ func (c *Conn) duplicate(r *rxCtx, p *roce.Packet) {
 	case roce.RCReadRequest:
 		// Re-execute from the duplicate's PSN with its own RETH (rxe resp:
 		// duplicate_request); the memory is read again.
-		if c.rdLen == len(c.rdq) {
+		if c.rdReads >= c.cfg.MaxDestRd || c.rdLen == len(c.rdq) {
 			return
 		}
 		n := uint64(p.RETH.DMALen())
@@ -885,10 +922,8 @@ func (c *Conn) duplicate(r *rxCtx, p *roce.Packet) {
 func (c *Conn) pushRead(psn roce.PSN, buf []byte) {
 	i := (c.rdHead + c.rdLen) % len(c.rdq)
 	c.rdq[i] = rdJob{psn: psn, data: buf}
-	if buf == nil {
-		c.rdq[i].data = buf[:0:0]
-	}
 	c.rdLen++
+	c.rdReads++
 	c.wake()
 }
 
@@ -1068,7 +1103,7 @@ func (c *Conn) execute(r *rxCtx, p *roce.Packet) {
 			fail(roce.NAKInvalidRequest)
 			return
 		}
-		if c.rdLen == len(c.rdq) {
+		if c.rdReads >= c.cfg.MaxDestRd || c.rdLen == len(c.rdq) {
 			fail(roce.NAKInvalidRequest) // more than max_dest_rd_atomic outstanding
 			return
 		}
@@ -1162,7 +1197,10 @@ func (c *Conn) completer(p *roce.Packet) {
 	if !psn.Less(c.maxSent) || psn.Less(c.unaPSN.Add(PSNMinus1)) {
 		return
 	}
-	syn := p.AETH.Syndrome()
+	var syn roce.Syndrome
+	if p.AETH != nil {
+		syn = p.AETH.Syndrome()
+	}
 	now := time.Now()
 	switch op {
 	case roce.RCAck:
@@ -1239,25 +1277,22 @@ func (c *Conn) completer(p *roce.Packet) {
 		}
 		c.retire()
 	default: // READ responses
-		if psn != c.unaPSN {
-			if c.unaPSN.Less(psn) && !c.seqRetried {
-				// A response is missing: retransmit from the oldest unanswered PSN.
-				c.seqRetried = true
-				c.qp.Counters().Retransmits.Add(1)
-				c.ackTo(psn.Add(PSNMinus1))
-				c.seek(c.unaPSN)
-				c.wake()
-			}
-			break
-		}
 		e := c.entryAt(psn)
 		if e == nil || e.w.Opcode != rnic.OpRead {
 			break
 		}
-		if !c.ackTo(e.first.Add(PSNMinus1)) {
+		exp := e.first.Add(uint32(e.got / uint64(c.mtu)))
+		if psn != exp {
+			if exp.Less(psn) && !c.seqRetried {
+				// A response is missing: retransmit from the oldest unanswered PSN.
+				c.seqRetried = true
+				c.qp.Counters().Retransmits.Add(1)
+				c.ackTo(e.first.Add(PSNMinus1))
+				c.seek(c.unaPSN)
+			}
 			break
 		}
-		if uint64(psn.Sub(e.first))*uint64(c.mtu) != e.got {
+		if !c.ackTo(e.first.Add(PSNMinus1)) {
 			break
 		}
 		rem := e.w.Len - e.got
