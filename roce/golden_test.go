@@ -152,6 +152,10 @@ func TestGoldenCM(t *testing.T) {
 			t.Fatalf("packet %d: %v qp %d qkey %x srcqp %d payload %d", i, p.Opcode(),
 				p.BTH.DestQP(), p.DETH.QKey(), p.DETH.SrcQP(), len(p.Payload))
 		}
+		// rxe sets AckReq on QP1 and counts the PSN up per packet sent.
+		if !p.BTH.AckReq() || p.BTH.PSN() != PSN(0x0a).Add(uint32(i)) {
+			t.Errorf("packet %d: AckReq %v PSN %v", i, p.BTH.AckReq(), p.BTH.PSN())
+		}
 		hdr, data, err := ParseMAD(p.Payload)
 		if err != nil {
 			t.Fatal(err)
