@@ -164,7 +164,7 @@ func TestMULPDU(t *testing.T) {
 
 // An FPDU carrying MULPDU octets fits the EMSS wherever the Markers fall.
 func TestMULPDUFits(t *testing.T) {
-	for _, emss := range []int{536, 1024, 1220, 1448, 1460, 1500, 4096, 8948, 9000} {
+	for _, emss := range []int{536, 1024, 1220, 1448, 1460, 1500, 4096, 8948, 9000, 65483, 65495, 65535} {
 		for _, markers := range []bool{false, true} {
 			m := MULPDU(emss, markers)
 			for off := uint32(0); off < MarkerInterval; off += 4 {
