@@ -19,8 +19,10 @@ const (
 // CRC and verifies them. Small reads are served from an internal buffer;
 // a read of at least 512 bytes into an empty buffer goes directly from the
 // underlying reader into the caller's slice, so the payload is copied once,
-// kernel to destination. Placed data must be treated as tentative until End
-// returns nil (RFC 5044 §6).
+// kernel to destination. With Markers the ULPDU is interrupted every 508
+// octets, so those spans are read through the buffer (one extra copy)
+// rather than with one read(2) per span. Placed data must be treated as
+// tentative until End returns nil (RFC 5044 §6).
 //
 // After any error the Reader is stuck on it (RFC 5044 §8: no FPDU is
 // delivered after an error). Errors: *Error with CodeCRC or CodeMarker from
