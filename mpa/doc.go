@@ -60,8 +60,9 @@
 //
 // Reader deframes: Next() returns the ULPDU length; the caller reads the
 // DDP header with ReadFull into a small buffer, picks the destination, and
-// ReadFulls the payload straight into it (without Markers, large reads bypass the internal
-// buffer, so data are copied once, kernel to destination); Discard skips;
+// ReadFulls the payload straight into it (without Markers, large reads
+// bypass the internal buffer, so data are copied once, kernel to
+// destination); Discard skips;
 // End consumes pad, Markers and CRC and returns *Error CodeCRC (0x02) or
 // CodeMarker (0x03). Data placed before End returns nil are tentative.
 // InBuffered reports read-ahead. io.EOF from Next is a clean end of stream,
