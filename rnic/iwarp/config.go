@@ -14,7 +14,8 @@ type Config struct {
 	// private-data cap). Its IRD/ORD are overridden by ConnParam.
 	MPA mpa.Config
 	// MULPDU caps the ULPDU (DDP header + payload) of sent FPDUs; 0 derives it from the
-	// TCP MSS (RFC 5044 §4.5). Values below mpa.MinMULPDU are raised to it.
+	// TCP MSS (RFC 5044 §4.5), or uses the 64 KiB maximum on loopback without Markers.
+	// Values below mpa.MinMULPDU are raised to it.
 	MULPDU int
 	// Extensions enables the RFC 7306 atomics and immediate data. Both ends must enable
 	// it (there is no wire negotiation for it; Linux siw does not support it).

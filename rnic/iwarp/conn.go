@@ -50,6 +50,7 @@ type Conn struct {
 	err      error
 
 	// sender-owned
+	tx     txBatch
 	txMSN  [4]uint32
 	hdr    [96]byte
 	pieces [][]byte
@@ -139,11 +140,17 @@ func newConn(qp *rnic.QP, nc net.Conn, cfg Config, p mpa.Params, initiator bool,
 	c.mulpdu = cfg.MULPDU
 	if c.mulpdu <= 0 {
 		c.mulpdu = mpa.MULPDU(tcpMSS(nc), p.TxMarkers)
+		if ta, ok := nc.RemoteAddr().(*net.TCPAddr); ok && ta.IP.IsLoopback() && !p.TxMarkers {
+			// Loopback has no wire segments to align to (RFC 5044 §4.5 is a SHOULD):
+			// use the largest FPDU with 4-byte aligned payload.
+			c.mulpdu = mpa.MaxULPDU - 3
+		}
 	}
 	c.mulpdu = max(min(c.mulpdu, mpa.MaxULPDU), mpa.MinMULPDU)
 	c.rd = mpa.NewReader(nc, p.RxFraming())
 	c.wr = mpa.NewWriter(nc, p.TxFraming())
 	c.pieces = make([][]byte, 0, 32)
+	c.tx = newTxBatch(p.CRC)
 	for i := range c.txMSN {
 		c.txMSN[i] = 1
 		c.rxMSN[i] = 1
@@ -284,7 +291,7 @@ func (c *Conn) fail(ev rnic.EventType, err error) {
 // ---------------------------------------------------------------- sender
 
 func (c *Conn) writeFPDU(hdr []byte, payload [][]byte) error {
-	return c.wr.WriteFPDU(hdr, payload)
+	return c.fpdu(hdr, payload)
 }
 
 // gather sets c.pieces to the bytes [off, off+n) of segs.
@@ -316,7 +323,11 @@ func (c *Conn) sendLoop() {
 		return
 	}
 	if c.initiator && c.params.P2P {
-		if err := c.sendRTR(); err != nil {
+		err := c.sendRTR()
+		if err == nil {
+			err = c.flush()
+		}
+		if err != nil {
 			c.fail(rnic.EventQPFatal, err)
 			return
 		}
@@ -327,21 +338,28 @@ func (c *Conn) sendLoop() {
 			b, te := c.term, c.termErr
 			c.termSend = false
 			c.mu.Unlock()
-			if err := c.writeFPDU(b, nil); err == nil {
+			err := c.flush()
+			if err == nil {
+				err = c.writeFPDU(b, nil)
+			}
+			if err == nil {
+				err = c.flush()
+			}
+			if err == nil {
 				c.qp.CountTermSent()
 				c.qp.CountTx(0, 1)
 			}
 			c.lingerClose()
-			err := &TermError{TerminateError: te, Sent: true}
-			c.setErr(err)
-			c.qp.Fatal(eventFor(te), err)
+			terr := &TermError{TerminateError: te, Sent: true}
+			c.setErr(terr)
+			c.qp.Fatal(eventFor(te), terr)
 			return
 		}
 		if c.irq.n > 0 {
 			e := c.irq.pop()
 			c.mu.Unlock()
 			if err := c.sendResponse(&e); err != nil {
-				c.fail(rnic.EventQPFatal, err)
+				c.fail(rnic.EventQPFatal, &LLPError{Err: err})
 				return
 			}
 			continue
@@ -349,6 +367,7 @@ func (c *Conn) sendLoop() {
 		closing, rxEOF, outstanding := c.closing, c.rxEOF, c.orq.n
 		c.mu.Unlock()
 		if rxEOF {
+			_ = c.flush()
 			if tc, ok := c.nc.(*net.TCPConn); ok {
 				_ = tc.CloseWrite()
 			}
@@ -359,6 +378,10 @@ func (c *Conn) sendLoop() {
 			w = c.qp.NextSend()
 		}
 		if w == nil {
+			if err := c.flush(); err != nil {
+				c.fail(rnic.EventQPFatal, &LLPError{Err: err})
+				return
+			}
 			if closing && outstanding == 0 && !c.qp.SendPending() {
 				if tc, ok := c.nc.(*net.TCPConn); ok {
 					_ = tc.CloseWrite()
@@ -375,6 +398,13 @@ func (c *Conn) sendLoop() {
 			continue
 		}
 		if c.blocked(w, outstanding) {
+			if err := c.flush(); err != nil {
+				c.fail(rnic.EventQPFatal, &LLPError{Err: err})
+				return
+			}
+			if !c.blocked(w, c.outstanding()) {
+				continue
+			}
 			c.held = w
 			select {
 			case <-c.kick:
@@ -385,10 +415,16 @@ func (c *Conn) sendLoop() {
 		}
 		c.held = nil
 		if err := c.sendWQE(w); err != nil {
-			c.fail(rnic.EventQPFatal, err)
+			c.fail(rnic.EventQPFatal, &LLPError{Err: err})
 			return
 		}
 	}
+}
+
+func (c *Conn) outstanding() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.orq.n
 }
 
 func (c *Conn) blocked(w *rnic.SendWQE, outstanding int) bool {
@@ -509,7 +545,7 @@ func (c *Conn) sendWQE(w *rnic.SendWQE) error {
 	default:
 		return c.localError(w, rnic.StatusLocQPOpErr, rnic.EventQPReqErr)
 	}
-	c.qp.CompleteSend(w, rnic.StatusSuccess)
+	c.tx.done = append(c.tx.done, w)
 	return nil
 }
 

@@ -86,6 +86,7 @@ type rdJob struct {
 	data []byte
 	off  int
 	ctl  bool
+	dup  bool // re-execution of a duplicate READ (not counted against IRD)
 	cn   int
 	cbuf [40]byte
 }
@@ -187,7 +188,7 @@ func (e *Endpoint) Connect(qp *rnic.QP, attr ConnAttr) (*Conn, error) {
 	c.ePSN = attr.RecvPSN & roce.PSNMask
 	c.retryLeft, c.rnrLeft = cfg.RetryCnt, cfg.RNRRetry
 	c.atom = make([]atomRes, cfg.MaxDestRd)
-	c.rdq = make([]rdJob, 2*cfg.MaxDestRd+16)
+	c.rdq = make([]rdJob, 4*cfg.MaxDestRd+64)
 	c.hdr = roce.Header{PKey: cfg.PKey, DestQP: c.rqpn}
 	c.rhdr = c.hdr
 	bs := e.link.BatchSize()
@@ -647,7 +648,9 @@ func (c *Conn) readResp(b []byte) []byte {
 	j.off += n
 	j.psn = j.psn.Add(1)
 	if j.off >= total {
-		c.rdReads--
+		if !j.dup {
+			c.rdReads--
+		}
 		c.popJob()
 	}
 	c.qp.CountTx(n, 0)
@@ -691,6 +694,9 @@ func (c *Conn) failWQE(e *sqe, st rnic.Status, err error) {
 }
 
 func (c *Conn) failOldest(st rnic.Status, err error) {
+	if debugHook != nil {
+		debugHook(c)
+	}
 	for i := c.sqHead; i != c.sqTail; i++ {
 		if e := c.ent(i); !e.done && e.started {
 			c.failWQE(e, st, err)
@@ -894,7 +900,7 @@ func (c *Conn) duplicate(r *rxCtx, p *roce.Packet) {
 	case roce.RCReadRequest:
 		// Re-execute from the duplicate's PSN with its own RETH (rxe resp:
 		// duplicate_request); the memory is read again.
-		if c.rdReads >= c.cfg.MaxDestRd || c.rdLen == len(c.rdq) {
+		if c.rdLen == len(c.rdq) {
 			return
 		}
 		n := uint64(p.RETH.DMALen())
@@ -906,7 +912,7 @@ func (c *Conn) duplicate(r *rxCtx, p *roce.Packet) {
 			}
 			buf = b
 		}
-		c.pushRead(psn, buf)
+		c.pushRead(psn, buf, true)
 	case roce.RCCompareSwap, roce.RCFetchAdd:
 		for i := range c.atom {
 			if a := &c.atom[i]; a.ok && a.psn == psn {
@@ -919,15 +925,19 @@ func (c *Conn) duplicate(r *rxCtx, p *roce.Packet) {
 	}
 }
 
-func (c *Conn) pushRead(psn roce.PSN, buf []byte) {
+func (c *Conn) pushRead(psn roce.PSN, buf []byte, dup bool) {
 	i := (c.rdHead + c.rdLen) % len(c.rdq)
-	c.rdq[i] = rdJob{psn: psn, data: buf}
+	c.rdq[i] = rdJob{psn: psn, data: buf, dup: dup}
 	c.rdLen++
-	c.rdReads++
+	if !dup {
+		c.rdReads++
+	}
 	c.wake()
 }
 
 var atomicMu sync.Mutex
+
+var debugHook func(c *Conn)
 
 func isSendOp(op roce.Opcode) bool {
 	switch op.WithService(roce.ServiceRC) {
@@ -1103,9 +1113,12 @@ func (c *Conn) execute(r *rxCtx, p *roce.Packet) {
 			fail(roce.NAKInvalidRequest)
 			return
 		}
-		if c.rdReads >= c.cfg.MaxDestRd || c.rdLen == len(c.rdq) {
+		if c.rdReads >= c.cfg.MaxDestRd {
 			fail(roce.NAKInvalidRequest) // more than max_dest_rd_atomic outstanding
 			return
+		}
+		if c.rdLen == len(c.rdq) {
+			return // queue full of duplicates and ACKs: let the requester retry
 		}
 		l := uint64(p.RETH.DMALen())
 		var buf []byte
@@ -1118,7 +1131,7 @@ func (c *Conn) execute(r *rxCtx, p *roce.Packet) {
 			buf = b
 		}
 		c.msn = (c.msn + 1) & roce.MSNMask
-		c.pushRead(c.ePSN, buf)
+		c.pushRead(c.ePSN, buf, false)
 		c.ePSN = c.ePSN.Add(c.npkts(l))
 		return
 	case op == roce.RCCompareSwap || op == roce.RCFetchAdd:

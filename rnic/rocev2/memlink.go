@@ -50,8 +50,19 @@ type MemLink struct {
 	held *memPkt
 	hdst *MemLink
 
-	// Stats
+	st MemStats
+}
+
+// MemStats counts what a MemLink did to the packets it sent.
+type MemStats struct {
 	Sent, Dropped, Duplicated, Reordered, Corrupted, Overflow uint64
+}
+
+// Stats returns the link's counters.
+func (l *MemLink) Stats() MemStats {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.st
 }
 
 const memQueue = 2048
@@ -111,39 +122,39 @@ func (l *MemLink) Send(bufs [][]byte, dst netip.AddrPort) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for _, b := range bufs {
-		l.Sent++
+		l.st.Sent++
 		if d == nil || len(b) > MaxPacket {
-			l.Dropped++
+			l.st.Dropped++
 			continue
 		}
 		if l.f.Filter != nil && !l.f.Filter(b) {
-			l.Dropped++
+			l.st.Dropped++
 			continue
 		}
 		if l.f.Drop > 0 && l.rng.Float64() < l.f.Drop {
-			l.Dropped++
+			l.st.Dropped++
 			continue
 		}
 		copies := 1
 		if l.f.Duplicate > 0 && l.rng.Float64() < l.f.Duplicate {
 			copies = 2
-			l.Duplicated++
+			l.st.Duplicated++
 		}
 		for range copies {
 			p := d.get()
 			if p == nil {
-				l.Overflow++
+				l.st.Overflow++
 				continue
 			}
 			p.n = copy(p.buf[:], b)
 			p.from = l.addr
 			if l.f.Corrupt > 0 && l.rng.Float64() < l.f.Corrupt && p.n > 0 {
 				p.buf[l.rng.IntN(p.n)] ^= byte(1 + l.rng.IntN(255))
-				l.Corrupted++
+				l.st.Corrupted++
 			}
 			if l.f.Reorder > 0 && l.held == nil && l.rng.Float64() < l.f.Reorder {
 				l.held, l.hdst = p, d
-				l.Reordered++
+				l.st.Reordered++
 				continue
 			}
 			l.deliver(d, p)
@@ -171,7 +182,7 @@ func (l *MemLink) deliver(d *MemLink, p *memPkt) {
 		d.free <- p
 	case d.in <- p:
 	default:
-		l.Overflow++
+		l.st.Overflow++
 		d.free <- p
 	}
 }
