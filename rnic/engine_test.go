@@ -1,0 +1,280 @@
+package rnic
+
+import (
+	"errors"
+	"testing"
+	"time"
+)
+
+func setup(t *testing.T) (*Device, *PD, *CQ) {
+	t.Helper()
+	d, err := Open(Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	pd, _ := d.AllocPD()
+	cq, _ := d.CreateCQ(16)
+	return d, pd, cq
+}
+
+func TestSTagTable(t *testing.T) {
+	d, pd, _ := setup(t)
+	buf := make([]byte, 100)
+	mr, err := pd.RegMRAt(buf, 0x1000, AccessLocalWrite|AccessRemoteWrite)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mr.STag()>>8 == 0 {
+		t.Fatal("index 0 used")
+	}
+	if _, err := pd.RegMR(buf, AccessRemoteWrite); !errors.Is(err, ErrInvalidArg) {
+		t.Fatal("remote write without local write accepted")
+	}
+	pd2, _ := d.AllocPD()
+	cases := []struct {
+		pd    *PD
+		stag  uint32
+		to, n uint64
+		right Access
+		want  error
+	}{
+		{pd, mr.STag(), 0x1000, 100, AccessRemoteWrite, nil},
+		{pd, mr.STag(), 0x1000 + 100, 0, AccessRemoteWrite, nil},
+		{pd, 0, 0, 0, AccessRemoteWrite, AccessErrInvalidSTag},
+		{pd, 1, 0, 0, AccessRemoteWrite, AccessErrInvalidSTag},
+		{pd, mr.STag() ^ 0x80, 0x1000, 1, AccessRemoteWrite, AccessErrInvalidSTag},
+		{pd2, mr.STag(), 0x1000, 1, AccessRemoteWrite, AccessErrNotAssociated},
+		{pd, mr.STag(), 0x1000, 1, AccessRemoteRead, AccessErrRights},
+		{pd, mr.STag(), 0xfff, 1, AccessRemoteWrite, AccessErrBounds},
+		{pd, mr.STag(), 0x1000, 101, AccessRemoteWrite, AccessErrBounds},
+		{pd, mr.STag(), ^uint64(0), 2, AccessRemoteWrite, AccessErrTOWrap},
+	}
+	for i, c := range cases {
+		b, err := c.pd.ResolveRemote(nil, c.stag, c.to, c.n, c.right)
+		if err != c.want || (err == nil && uint64(len(b)) != c.n) {
+			t.Errorf("case %d: %v (len %d), want %v", i, err, len(b), c.want)
+		}
+	}
+	b, _ := pd.ResolveRemote(nil, mr.STag(), 0x1010, 4, AccessRemoteWrite)
+	b[0] = 7
+	if buf[16] != 7 {
+		t.Fatal("resolved slice does not alias the region")
+	}
+	if allocs := testing.AllocsPerRun(100, func() {
+		_, _ = pd.ResolveRemote(nil, mr.STag(), 0x1000, 10, AccessRemoteWrite)
+		_, _ = pd.ResolveRemote(nil, 5, 0x1000, 10, AccessRemoteWrite)
+	}); allocs != 0 {
+		t.Fatalf("ResolveRemote allocates %v", allocs)
+	}
+	// invalidate, then deregister: the index is reused with a new key
+	if err := pd.invalidate(nil, mr.STag()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pd.ResolveRemote(nil, mr.STag(), 0x1000, 1, AccessRemoteWrite); err != AccessErrInvalidSTag {
+		t.Fatal("invalidated STag resolves")
+	}
+	old := mr.STag()
+	_ = mr.Dereg()
+	mr2, _ := pd.RegMR(buf, AccessLocalWrite)
+	if mr2.STag() == old {
+		t.Fatal("STag reused with the same key")
+	}
+}
+
+func TestMemoryWindows(t *testing.T) {
+	_, pd, _ := setup(t)
+	buf := make([]byte, 256)
+	mr, _ := pd.RegMRAt(buf, 0, AccessLocalWrite|AccessMWBind)
+	plain, _ := pd.RegMRAt(buf, 0, AccessLocalWrite)
+	w1, _ := pd.AllocMW(1)
+	w2, _ := pd.AllocMW(2)
+	if st := pd.bindMW(nil, &BindInfo{MW: w1, MR: plain, Addr: 0, Length: 16, Access: AccessRemoteRead}); st != StatusMWBindErr {
+		t.Fatal("bind into a region without MW-bind right")
+	}
+	if st := pd.bindMW(nil, &BindInfo{MW: w1, MR: mr, Addr: 250, Length: 16, Access: AccessRemoteRead}); st != StatusMWBindErr {
+		t.Fatal("bind beyond the region")
+	}
+	if st := pd.bindMW(nil, &BindInfo{MW: w1, MR: mr, Addr: 16, Length: 16, Access: AccessRemoteRead}); st != StatusSuccess {
+		t.Fatal(st)
+	}
+	if mr.Dereg() != ErrInUse {
+		t.Fatal("deregistered a region with a bound window")
+	}
+	if _, err := pd.ResolveRemote(nil, w1.STag(), 16, 16, AccessRemoteRead); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pd.ResolveRemote(nil, w1.STag(), 16, 17, AccessRemoteRead); err != AccessErrBounds {
+		t.Fatal("window bounds")
+	}
+	if pd.invalidate(nil, w1.STag()) == nil {
+		t.Fatal("type 1 window invalidated")
+	}
+	if st := pd.bindMW(nil, &BindInfo{MW: w2, MR: mr, Addr: 0, Length: 8, Access: AccessRemoteWrite, Key: 5}); st != StatusSuccess {
+		t.Fatal(st)
+	}
+	if st := pd.bindMW(nil, &BindInfo{MW: w2, MR: mr, Addr: 0, Length: 8, Access: AccessRemoteWrite, Key: 6}); st != StatusMWBindErr {
+		t.Fatal("rebound a valid type 2 window")
+	}
+	if err := pd.invalidate(nil, w2.STag()); err != nil {
+		t.Fatal(err)
+	}
+	_ = w1.Dealloc()
+	if err := mr.Dereg(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// fakeT is an in-memory transport recording engine calls.
+type fakeT struct {
+	kicks      int
+	disconnect chan bool
+}
+
+func (f *fakeT) SendQueued()              { f.kicks++ }
+func (f *fakeT) Disconnect(graceful bool) { f.disconnect <- graceful }
+
+func TestQPStateAndOrdering(t *testing.T) {
+	d, pd, cq := setup(t)
+	qp, err := d.CreateQP(pd, QPAttr{SendCQ: cq, RecvCQ: cq, Cap: QPCap{MaxSendWR: 4, MaxRecvWR: 2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := qp.PostSend(&SendWR{Opcode: OpSend}); err != ErrQPState {
+		t.Fatal("post send in Idle")
+	}
+	f := &fakeT{disconnect: make(chan bool, 4)}
+	if err := qp.Attach(f); err != nil {
+		t.Fatal(err)
+	}
+	if qp.Attach(f) != ErrAttached {
+		t.Fatal("double attach")
+	}
+	if err := qp.Established(); err != nil || qp.State() != QPRTS {
+		t.Fatal(err, qp.State())
+	}
+	for i := 0; i < 4; i++ {
+		if err := qp.PostSend(&SendWR{WRID: uint64(i), Opcode: OpSend, Flags: Signaled}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if qp.PostSend(&SendWR{Opcode: OpSend}) != ErrQueueFull {
+		t.Fatal("overfull SQ")
+	}
+	w0, w1 := qp.NextSend(), qp.NextSend()
+	qp.CompleteSend(w1, StatusSuccess) // out of order: held back
+	var wc [8]Completion
+	if n, _ := cq.Poll(wc[:]); n != 0 {
+		t.Fatal("completion out of order")
+	}
+	qp.CompleteSend(w0, StatusSuccess)
+	if n, _ := cq.Poll(wc[:]); n != 2 || wc[0].WRID != 0 || wc[1].WRID != 1 {
+		t.Fatalf("in-order completions: %d %+v", n, wc[:2])
+	}
+	_ = qp.PostRecv(&RecvWR{WRID: 50})
+	qp.Fatal(EventQPFatal, errors.New("boom"))
+	if g := <-f.disconnect; g {
+		t.Fatal("Fatal asked for a graceful disconnect")
+	}
+	if qp.State() != QPError || qp.NextSend() != nil {
+		t.Fatal("state after Fatal")
+	}
+	if n, _ := cq.Poll(wc[:]); n != 0 {
+		t.Fatal("flushed before TransportDone")
+	}
+	qp.TransportDone(nil)
+	n, _ := cq.Poll(wc[:])
+	if n != 3 || wc[0].WRID != 2 || wc[0].Status != StatusWRFlushErr || wc[2].WRID != 50 || wc[2].Opcode != WCRecv {
+		t.Fatalf("flush: %d %+v", n, wc[:n])
+	}
+	// posting in Error completes at once with a flush status
+	_ = qp.PostSend(&SendWR{WRID: 9, Opcode: OpWrite})
+	if n, _ := cq.Poll(wc[:]); n != 1 || wc[0].Status != StatusWRFlushErr || wc[0].Opcode != WCWrite {
+		t.Fatalf("post in Error: %+v", wc[0])
+	}
+	ev := <-d.Events()
+	if ev.Type != EventCommEstablished {
+		t.Fatal(ev)
+	}
+	if ev = <-d.Events(); ev.Type != EventQPFatal || ev.Err == nil || ev.QP != qp {
+		t.Fatal(ev)
+	}
+	_ = qp.Destroy()
+	if d.QPByNum(qp.Num()) != nil {
+		t.Fatal("destroyed QP still in the table")
+	}
+}
+
+func TestCQOverflowAndArm(t *testing.T) {
+	d, pd, _ := setup(t)
+	cq, _ := d.CreateCQ(2)
+	qp, _ := d.CreateQP(pd, QPAttr{SendCQ: cq, RecvCQ: cq, Cap: QPCap{MaxRecvWR: 4}})
+	fired := 0
+	cq.SetHandler(func(*CQ) { fired++ })
+	cq.Arm(false)
+	for i := 0; i < 3; i++ {
+		_ = qp.PostRecv(&RecvWR{WRID: uint64(i)})
+	}
+	_ = qp.Destroy() // flushes 3 receives into a CQ of 2
+	if fired != 1 {
+		t.Fatalf("handler fired %d times", fired)
+	}
+	select {
+	case <-cq.C():
+	default:
+		t.Fatal("channel not signalled")
+	}
+	var wc [4]Completion
+	n, err := cq.Poll(wc[:])
+	if n != 2 || !errors.Is(err, ErrCQOverflow) {
+		t.Fatalf("poll after overflow: %d %v", n, err)
+	}
+	tm := time.After(5 * time.Second)
+	for {
+		select {
+		case e := <-d.Events():
+			if e.Type == EventCQErr && e.CQ == cq {
+				return
+			}
+		case <-tm:
+			t.Fatal("no CQ error event")
+		}
+	}
+}
+
+func TestSRQLimit(t *testing.T) {
+	d, pd, cq := setup(t)
+	srq, _ := d.CreateSRQ(pd, SRQAttr{MaxWR: 4, MaxSGE: 1, Limit: 2})
+	qp, _ := d.CreateQP(pd, QPAttr{SendCQ: cq, RecvCQ: cq, SRQ: srq})
+	if qp.PostRecv(&RecvWR{}) != ErrInvalidArg {
+		t.Fatal("post recv to a QP with an SRQ")
+	}
+	for i := 0; i < 3; i++ {
+		_ = srq.PostRecv(&RecvWR{WRID: uint64(i)})
+	}
+	w, st := qp.TakeRecv()
+	if w == nil || st != StatusSuccess || w.WRID != 0 {
+		t.Fatal("take")
+	}
+	select {
+	case e := <-d.Events():
+		t.Fatalf("early event %v", e)
+	case <-time.After(20 * time.Millisecond):
+	}
+	qp.TakeRecv()
+	if e := <-d.Events(); e.Type != EventSRQLimitReached || e.SRQ != srq {
+		t.Fatal(e)
+	}
+	qp.CompleteRecv(w, RecvResult{ByteLen: 3, Opcode: WCRecv})
+	var wc [2]Completion
+	if n, _ := cq.Poll(wc[:]); n != 1 || !wc[0].SRQ || wc[0].ByteLen != 3 {
+		t.Fatalf("%+v", wc[0])
+	}
+}
+
+func TestStrings(t *testing.T) {
+	if StatusRemAccessErr.String() != "RemAccessErr" || QPRTS.String() != "RTS" || OpRead.String() != "Read" ||
+		WCRecvRDMAWithImm.String() != "RecvRDMAWithImm" || EventCQErr.String() != "CQErr" || Status(200).String() == "" {
+		t.Fatal("names")
+	}
+}
