@@ -317,11 +317,29 @@ func (c *Conn) gather(segs [][]byte, off, n uint64) [][]byte {
 
 func (c *Conn) sendLoop() {
 	defer c.exit()
-	select {
-	case <-c.cond:
-	case <-c.quit:
-		return
+	for gated := true; gated; {
+		select {
+		case <-c.cond:
+			gated = false
+		case <-c.quit:
+			return
+		case <-c.kick:
+			// RFC 5044 §7.1.2: nothing may be sent before the initiator's first FPDU;
+			// a disconnect or the peer's close meanwhile just closes our side.
+			c.mu.Lock()
+			stop := c.closing || c.rxEOF
+			c.mu.Unlock()
+			if stop {
+				if tc, ok := c.nc.(*net.TCPConn); ok {
+					_ = tc.CloseWrite()
+				} else {
+					c.abort(false)
+				}
+				return
+			}
+		}
 	}
+	c.wake() // kicks consumed while gated
 	if c.initiator && c.params.P2P {
 		err := c.sendRTR()
 		if err == nil {
@@ -402,10 +420,10 @@ func (c *Conn) sendLoop() {
 				c.fail(rnic.EventQPFatal, &LLPError{Err: err})
 				return
 			}
+			c.held = w
 			if !c.blocked(w, c.outstanding()) {
 				continue
 			}
-			c.held = w
 			select {
 			case <-c.kick:
 			case <-c.quit:

@@ -174,6 +174,23 @@ func TestSendVariants(t *testing.T) {
 		}
 	}
 
+	// Inline data: the buffer may be reused as soon as PostSend returns.
+	imr, ib := cli.reg(t, 32, allAccess)
+	copy(ib, "inline payload")
+	inl, _ := srv.reg(t, 64, allAccess)
+	_ = srv.qp.PostRecv(&rnic.RecvWR{WRID: 13, SGL: []rnic.SGE{inl.SGE(0, 64)}})
+	if err := cli.qp.PostSend(&rnic.SendWR{WRID: 14, Opcode: rnic.OpSend, Flags: rnic.Inline | rnic.Signaled, SGL: []rnic.SGE{imr.SGE(0, 14)}}); err != nil {
+		t.Fatal(err)
+	}
+	copy(ib, "XXXXXXXXXXXXXX")
+	expect(t, wait(t, cli.scq), rnic.WCSend, rnic.StatusSuccess)
+	if c := wait(t, srv.rcq); c.ByteLen != 14 || string(sbuf0(srv, inl)[:14]) != "inline payload" {
+		t.Fatalf("inline: %+v", c)
+	}
+	if err := cli.qp.PostSend(&rnic.SendWR{Opcode: rnic.OpSend, Flags: rnic.Inline, SGL: []rnic.SGE{imr.SGE(0, 32), imr.SGE(0, 32), imr.SGE(0, 32)}}); !errors.Is(err, rnic.ErrInlineTooLong) {
+		t.Fatalf("96 bytes inline with MaxInline 64: %v", err)
+	}
+
 	// Immediate data (RFC 7306): Write with immediate and immediate alone.
 	_ = srv.qp.PostRecv(&rnic.RecvWR{WRID: 10})
 	_ = srv.qp.PostRecv(&rnic.RecvWR{WRID: 11})
@@ -314,3 +331,6 @@ func TestMemoryWindowsAndFastReg(t *testing.T) {
 		t.Fatalf("write via read-only window: %v", e)
 	}
 }
+
+// sbuf0 returns the memory of mr (read after a receive completion, which orders it).
+func sbuf0(_ *side, mr *rnic.MR) []byte { return mr.Buf() }
