@@ -1,0 +1,350 @@
+//go:build linux
+
+package rocev2
+
+import (
+	"encoding/binary"
+	"errors"
+	"net"
+	"net/netip"
+	"sync"
+	"syscall"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// UDPOptions configure a UDPLink.
+type UDPOptions struct {
+	// Batch is the number of datagrams per sendmmsg/recvmmsg (default 64).
+	Batch int
+	// GSO sends runs of equal-sized packets to one destination as one UDP
+	// GSO super-datagram (UDP_SEGMENT). The kernel gives the segments of an
+	// IPv4 super-datagram consecutive IP IDs while the ICRC is computed with
+	// ID 0, so a strict IPv4 peer (rxe) drops all but the first: enable it
+	// for IPv6 or softrnic peers only.
+	GSO bool
+	// GRO asks the kernel to coalesce received datagrams (UDP_GRO); they are
+	// split again before the transport sees them.
+	GRO bool
+}
+
+// UDPLink is a Link over a kernel UDP socket using sendmmsg/recvmmsg and,
+// when enabled and offered by the kernel, UDP GSO and GRO.
+type UDPLink struct {
+	conn  *net.UDPConn
+	rc    syscall.RawConn
+	local netip.AddrPort
+	batch int
+	gso   bool
+	gro   bool
+
+	smu   sync.Mutex
+	shdr  []unix.Mmsghdr
+	siov  []unix.Iovec
+	sname unix.RawSockaddrInet6
+	sctl  []byte
+
+	rhdr  []unix.Mmsghdr
+	riov  []unix.Iovec
+	rname []unix.RawSockaddrInet6
+	rctl  []byte
+	gbuf  [][]byte // GRO receive buffers
+	// split GRO datagrams not yet handed out
+	pend     []byte
+	pendSeg  int
+	pendFrom netip.AddrPort
+}
+
+const udpSegment = 103 // UDP_SEGMENT
+const udpGRO = 104     // UDP_GRO
+const groBufLen = 65536
+
+// ListenUDP opens a UDP link on addr (port 0 picks one; use port 4791 to
+// talk to kernel RoCEv2 peers). The address should be a specific IP: the
+// ICRC covers it. Outgoing packets have DF set and, on an unconnected IPv4
+// socket, IP ID 0 (Linux ip_select_ident), which is what the ICRC assumes.
+func ListenUDP(addr netip.AddrPort, o *UDPOptions) (*UDPLink, error) {
+	var opt UDPOptions
+	if o != nil {
+		opt = *o
+	}
+	if opt.Batch <= 0 {
+		opt.Batch = 64
+	}
+	network := "udp4"
+	if addr.Addr().Is6() && !addr.Addr().Is4In6() {
+		network = "udp6"
+	}
+	conn, err := net.ListenUDP(network, net.UDPAddrFromAddrPort(addr))
+	if err != nil {
+		return nil, err
+	}
+	rc, err := conn.SyscallConn()
+	if err != nil {
+		conn.Close()
+		return nil, err
+	}
+	l := &UDPLink{conn: conn, rc: rc, batch: opt.Batch}
+	l.local = conn.LocalAddr().(*net.UDPAddr).AddrPort()
+	l.local = netip.AddrPortFrom(l.local.Addr().Unmap(), l.local.Port())
+	_ = rc.Control(func(fd uintptr) {
+		if network == "udp4" {
+			_ = unix.SetsockoptInt(int(fd), unix.IPPROTO_IP, unix.IP_MTU_DISCOVER, unix.IP_PMTUDISC_DO)
+		} else {
+			_ = unix.SetsockoptInt(int(fd), unix.IPPROTO_IPV6, unix.IPV6_MTU_DISCOVER, unix.IP_PMTUDISC_DO)
+		}
+		_ = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUF, 8<<20)
+		_ = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_SNDBUF, 8<<20)
+		if opt.GSO {
+			l.gso = unix.SetsockoptInt(int(fd), unix.IPPROTO_UDP, udpSegment, 0) == nil
+		}
+		if opt.GRO {
+			l.gro = unix.SetsockoptInt(int(fd), unix.IPPROTO_UDP, udpGRO, 1) == nil
+		}
+	})
+	l.shdr = make([]unix.Mmsghdr, opt.Batch)
+	l.siov = make([]unix.Iovec, opt.Batch)
+	l.sctl = make([]byte, opt.Batch*unix.CmsgSpace(2))
+	l.rhdr = make([]unix.Mmsghdr, opt.Batch)
+	l.riov = make([]unix.Iovec, opt.Batch)
+	l.rname = make([]unix.RawSockaddrInet6, opt.Batch)
+	if l.gro {
+		n := min(opt.Batch, 8)
+		l.gbuf = make([][]byte, n)
+		for i := range l.gbuf {
+			l.gbuf[i] = make([]byte, groBufLen)
+		}
+		l.rctl = make([]byte, n*unix.CmsgSpace(4))
+	}
+	return l, nil
+}
+
+// GSO and GRO report whether the offloads are in use.
+func (l *UDPLink) GSO() bool { return l.gso }
+func (l *UDPLink) GRO() bool { return l.gro }
+
+func (l *UDPLink) LocalAddr() netip.AddrPort { return l.local }
+func (l *UDPLink) BatchSize() int            { return l.batch }
+func (l *UDPLink) Close() error              { return l.conn.Close() }
+
+func (l *UDPLink) putName(dst netip.AddrPort) uint32 {
+	a := dst.Addr()
+	if l.local.Addr().Is4() {
+		sa := (*unix.RawSockaddrInet4)(unsafe.Pointer(&l.sname))
+		*sa = unix.RawSockaddrInet4{Family: unix.AF_INET, Addr: a.Unmap().As4()}
+		binary.BigEndian.PutUint16((*[2]byte)(unsafe.Pointer(&sa.Port))[:], dst.Port())
+		return unix.SizeofSockaddrInet4
+	}
+	l.sname = unix.RawSockaddrInet6{Family: unix.AF_INET6, Addr: a.As16()}
+	binary.BigEndian.PutUint16((*[2]byte)(unsafe.Pointer(&l.sname.Port))[:], dst.Port())
+	return unix.SizeofSockaddrInet6
+}
+
+// Send transmits bufs to dst with sendmmsg, grouping runs of equal-sized
+// packets into GSO super-datagrams when enabled.
+func (l *UDPLink) Send(bufs [][]byte, dst netip.AddrPort) error {
+	l.smu.Lock()
+	defer l.smu.Unlock()
+	nl := l.putName(dst)
+	for len(bufs) > 0 {
+		nh, ni, nc := 0, 0, 0
+		i := 0
+		for i < len(bufs) && nh < len(l.shdr) && ni < len(l.siov) {
+			// a run of packets of the size of bufs[i] (the last may be shorter)
+			j := i + 1
+			total := len(bufs[i])
+			if l.gso {
+				for j < len(bufs) && ni+(j-i) < len(l.siov) && j-i < 64 && total+len(bufs[j]) <= groBufLen-512 &&
+					len(bufs[j]) <= len(bufs[i]) && len(bufs[j-1]) == len(bufs[i]) {
+					total += len(bufs[j])
+					j++
+				}
+			}
+			h := &l.shdr[nh]
+			*h = unix.Mmsghdr{}
+			h.Hdr.Name = (*byte)(unsafe.Pointer(&l.sname))
+			h.Hdr.Namelen = nl
+			h.Hdr.Iov = &l.siov[ni]
+			h.Hdr.SetIovlen(j - i)
+			for k := i; k < j; k++ {
+				v := &l.siov[ni]
+				if len(bufs[k]) > 0 {
+					v.Base = &bufs[k][0]
+				} else {
+					v.Base = nil
+				}
+				v.SetLen(len(bufs[k]))
+				ni++
+			}
+			if j-i > 1 {
+				c := l.sctl[nc : nc+unix.CmsgSpace(2)]
+				ch := (*unix.Cmsghdr)(unsafe.Pointer(&c[0]))
+				ch.Level = unix.IPPROTO_UDP
+				ch.Type = udpSegment
+				ch.SetLen(unix.CmsgLen(2))
+				binary.NativeEndian.PutUint16(c[unix.CmsgLen(0):], uint16(len(bufs[i])))
+				h.Hdr.Control = &c[0]
+				h.Hdr.SetControllen(unix.CmsgSpace(2))
+				nc += unix.CmsgSpace(2)
+			}
+			nh++
+			i = j
+		}
+		if err := l.sendmmsg(nh); err != nil {
+			return err
+		}
+		bufs = bufs[i:]
+	}
+	return nil
+}
+
+func (l *UDPLink) sendmmsg(n int) error {
+	hdr := l.shdr[:n]
+	var serr error
+	err := l.rc.Write(func(fd uintptr) bool {
+		for len(hdr) > 0 {
+			r, _, e := unix.Syscall6(unix.SYS_SENDMMSG, fd, uintptr(unsafe.Pointer(&hdr[0])), uintptr(len(hdr)), 0, 0, 0)
+			if e == unix.EAGAIN {
+				return false
+			}
+			if e == unix.EINTR {
+				continue
+			}
+			if e != 0 {
+				// A datagram the kernel refuses (e.g. EMSGSIZE) is skipped, like a lost packet.
+				serr = e
+				hdr = hdr[1:]
+				continue
+			}
+			hdr = hdr[r:]
+		}
+		return true
+	})
+	if err != nil {
+		if errors.Is(err, net.ErrClosed) {
+			return ErrLinkClosed
+		}
+		return err
+	}
+	_ = serr
+	return nil
+}
+
+func sockaddrToAddrPort(sa *unix.RawSockaddrInet6) netip.AddrPort {
+	port := binary.BigEndian.Uint16((*[2]byte)(unsafe.Pointer(&sa.Port))[:])
+	if sa.Family == unix.AF_INET {
+		s4 := (*unix.RawSockaddrInet4)(unsafe.Pointer(sa))
+		return netip.AddrPortFrom(netip.AddrFrom4(s4.Addr), port)
+	}
+	return netip.AddrPortFrom(netip.AddrFrom16(sa.Addr).Unmap(), port)
+}
+
+// Recv receives datagrams with recvmmsg (straight into bufs without GRO;
+// through 64 KiB buffers, split by the GRO segment size, with GRO).
+func (l *UDPLink) Recv(bufs [][]byte, sizes []int, from []netip.AddrPort) (int, error) {
+	if l.gro {
+		return l.recvGRO(bufs, sizes, from)
+	}
+	n := min(len(bufs), len(l.rhdr))
+	for i := range n {
+		l.riov[i].Base = &bufs[i][:cap(bufs[i])][0]
+		l.riov[i].SetLen(cap(bufs[i]))
+		l.rhdr[i] = unix.Mmsghdr{}
+		l.rhdr[i].Hdr.Name = (*byte)(unsafe.Pointer(&l.rname[i]))
+		l.rhdr[i].Hdr.Namelen = unix.SizeofSockaddrInet6
+		l.rhdr[i].Hdr.Iov = &l.riov[i]
+		l.rhdr[i].Hdr.SetIovlen(1)
+	}
+	got, err := l.recvmmsg(n)
+	if err != nil {
+		return 0, err
+	}
+	for i := range got {
+		sizes[i] = int(l.rhdr[i].Len)
+		from[i] = sockaddrToAddrPort(&l.rname[i])
+	}
+	return got, nil
+}
+
+func (l *UDPLink) recvmmsg(n int) (int, error) {
+	var got int
+	err := l.rc.Read(func(fd uintptr) bool {
+		for {
+			r, _, e := unix.Syscall6(unix.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&l.rhdr[0])), uintptr(n), 0, 0, 0)
+			if e == unix.EINTR {
+				continue
+			}
+			if e == unix.EAGAIN {
+				return false
+			}
+			if e != 0 {
+				got = -1
+				return true
+			}
+			got = int(r)
+			return true
+		}
+	})
+	if err != nil {
+		if errors.Is(err, net.ErrClosed) {
+			return 0, ErrLinkClosed
+		}
+		return 0, err
+	}
+	if got < 0 {
+		return 0, nil
+	}
+	return got, nil
+}
+
+func (l *UDPLink) recvGRO(bufs [][]byte, sizes []int, from []netip.AddrPort) (int, error) {
+	out := 0
+	// hand out pending segments first
+	for {
+		for len(l.pend) > 0 && out < len(bufs) {
+			k := min(l.pendSeg, len(l.pend))
+			sizes[out] = copy(bufs[out][:cap(bufs[out])], l.pend[:k])
+			from[out] = l.pendFrom
+			l.pend = l.pend[k:]
+			out++
+		}
+		if out > 0 {
+			return out, nil
+		}
+		n := len(l.gbuf)
+		cs := unix.CmsgSpace(4)
+		for i := range n {
+			l.riov[i].Base = &l.gbuf[i][0]
+			l.riov[i].SetLen(groBufLen)
+			l.rhdr[i] = unix.Mmsghdr{}
+			l.rhdr[i].Hdr.Name = (*byte)(unsafe.Pointer(&l.rname[i]))
+			l.rhdr[i].Hdr.Namelen = unix.SizeofSockaddrInet6
+			l.rhdr[i].Hdr.Iov = &l.riov[i]
+			l.rhdr[i].Hdr.SetIovlen(1)
+			l.rhdr[i].Hdr.Control = &l.rctl[i*cs]
+			l.rhdr[i].Hdr.SetControllen(cs)
+		}
+		got, err := l.recvmmsg(1) // one coalesced datagram at a time keeps the split simple
+		if err != nil {
+			return 0, err
+		}
+		if got == 0 {
+			continue
+		}
+		h := &l.rhdr[0]
+		seg := int(h.Len)
+		if h.Hdr.Controllen >= uint64(unix.CmsgLen(4)) {
+			ch := (*unix.Cmsghdr)(unsafe.Pointer(&l.rctl[0]))
+			if ch.Level == unix.IPPROTO_UDP && ch.Type == udpGRO {
+				seg = int(binary.NativeEndian.Uint32(l.rctl[unix.CmsgLen(0):]))
+			}
+		}
+		if seg <= 0 {
+			seg = int(h.Len)
+		}
+		l.pend = l.gbuf[0][:h.Len]
+		l.pendSeg = seg
+		l.pendFrom = sockaddrToAddrPort(&l.rname[0])
+	}
+}

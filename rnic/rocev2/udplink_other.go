@@ -1,0 +1,58 @@
+//go:build !linux
+
+package rocev2
+
+import (
+	"errors"
+	"net"
+	"net/netip"
+)
+
+// UDPOptions configure a UDPLink (batching and offloads are Linux only).
+type UDPOptions struct {
+	Batch    int
+	GSO, GRO bool
+}
+
+// UDPLink is a Link over a UDP socket, one datagram per system call.
+type UDPLink struct {
+	conn  *net.UDPConn
+	local netip.AddrPort
+}
+
+// ListenUDP opens a UDP link on addr.
+func ListenUDP(addr netip.AddrPort, o *UDPOptions) (*UDPLink, error) {
+	conn, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(addr))
+	if err != nil {
+		return nil, err
+	}
+	la := conn.LocalAddr().(*net.UDPAddr).AddrPort()
+	return &UDPLink{conn: conn, local: netip.AddrPortFrom(la.Addr().Unmap(), la.Port())}, nil
+}
+
+func (l *UDPLink) GSO() bool                 { return false }
+func (l *UDPLink) GRO() bool                 { return false }
+func (l *UDPLink) LocalAddr() netip.AddrPort { return l.local }
+func (l *UDPLink) BatchSize() int            { return 1 }
+func (l *UDPLink) Close() error              { return l.conn.Close() }
+
+func (l *UDPLink) Send(bufs [][]byte, dst netip.AddrPort) error {
+	for _, b := range bufs {
+		if _, err := l.conn.WriteToUDPAddrPort(b, dst); errors.Is(err, net.ErrClosed) {
+			return ErrLinkClosed
+		}
+	}
+	return nil
+}
+
+func (l *UDPLink) Recv(bufs [][]byte, sizes []int, from []netip.AddrPort) (int, error) {
+	n, a, err := l.conn.ReadFromUDPAddrPort(bufs[0][:cap(bufs[0])])
+	if err != nil {
+		if errors.Is(err, net.ErrClosed) {
+			return 0, ErrLinkClosed
+		}
+		return 0, err
+	}
+	sizes[0], from[0] = n, netip.AddrPortFrom(a.Addr().Unmap(), a.Port())
+	return 1, nil
+}
