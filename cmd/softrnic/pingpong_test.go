@@ -1,0 +1,107 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParsePingpongArgs(t *testing.T) {
+	o, err := parsePingpongArgs([]string{"-p", "1234", "-d", "rxe0", "-g", "1", "-s", "64", "-n", "5", "-m", "4096", "host"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.port != 1234 || o.dev != "rxe0" || o.gidx != 1 || o.size != 64 || o.iters != 5 || o.mtu != 4096 || o.server != "host" {
+		t.Fatalf("%+v", o)
+	}
+	o, err = parsePingpongArgs(nil, io.Discard)
+	if err != nil || o.server != "" || o.port != 18515 || o.size != 4096 || o.iters != 1000 || o.mtu != 1024 || o.rxDepth != 500 || o.gidx != -1 {
+		t.Fatalf("defaults %+v %v", o, err)
+	}
+	for _, bad := range [][]string{{"-m", "1000"}, {"a", "b"}, {"-n", "0"}} {
+		if _, err := parsePingpongArgs(bad, io.Discard); err == nil {
+			t.Errorf("%v accepted", bad)
+		}
+	}
+}
+
+func freePort(t *testing.T, network string) int {
+	t.Helper()
+	switch network {
+	case "udp":
+		c, err := net.ListenPacket("udp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		return c.LocalAddr().(*net.UDPAddr).Port
+	default:
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		return l.Addr().(*net.TCPAddr).Port
+	}
+}
+
+// TestPingpongLoopback runs softrnic pingpong against itself: server on
+// 127.0.0.1, client on 127.0.0.2, both on one free UDP port (the peer's
+// RoCE port is always the same as one's own, as with rxe's 4791).
+func TestPingpongLoopback(t *testing.T) {
+	for _, size := range []int{1, 64, 4096, 10000} {
+		t.Run(strconv.Itoa(size), func(t *testing.T) {
+			tcp, udp := freePort(t, "tcp"), freePort(t, "udp")
+			base := []string{"-p", strconv.Itoa(tcp), "-u", strconv.Itoa(udp), "-g", "1", "-s", strconv.Itoa(size), "-n", "200", "-m", "1024"}
+			so, err := parsePingpongArgs(append(append([]string{}, base...), "-a", "127.0.0.1"), io.Discard)
+			if err != nil {
+				t.Fatal(err)
+			}
+			co, err := parsePingpongArgs(append(append([]string{}, base...), "-a", "127.0.0.2", "127.0.0.1"), io.Discard)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			var sout, cout bytes.Buffer
+			done := make(chan error, 1)
+			go func() { done <- pingpong(ctx, so, &sout) }()
+			var cerr error
+			for i := 0; i < 100; i++ { // wait for the server's listener
+				cout.Reset()
+				if cerr = pingpong(ctx, co, &cout); cerr == nil || !strings.Contains(cerr.Error(), "Couldn't connect") {
+					break
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			if cerr != nil {
+				t.Fatal("client:", cerr)
+			}
+			if err := <-done; err != nil {
+				t.Fatal("server:", err)
+			}
+			re := regexp.MustCompile(`^  local address:  LID 0x0000, QPN 0x([0-9a-f]{6}), PSN 0x([0-9a-f]{6}), GID ::ffff:127\.0\.0\.[12]
+  remote address: LID 0x0000, QPN 0x([0-9a-f]{6}), PSN 0x([0-9a-f]{6}), GID ::ffff:127\.0\.0\.[12]
+(\d+) bytes in \d+\.\d\d seconds = \d+\.\d\d Mbit/sec
+200 iters in \d+\.\d\d seconds = \d+\.\d\d usec/iter
+$`)
+			sm, cm := re.FindStringSubmatch(sout.String()), re.FindStringSubmatch(cout.String())
+			if sm == nil || cm == nil {
+				t.Fatalf("output:\nserver:\n%s\nclient:\n%s", sout.String(), cout.String())
+			}
+			// Each side's remote QPN/PSN is the other's local one.
+			if sm[1] != cm[3] || sm[2] != cm[4] || cm[1] != sm[3] || cm[2] != sm[4] {
+				t.Fatalf("address exchange mismatch:\n%s\n%s", sout.String(), cout.String())
+			}
+			if sm[5] != strconv.Itoa(size*200*2) {
+				t.Fatalf("byte count %s", sm[5])
+			}
+		})
+	}
+}
