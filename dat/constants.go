@@ -534,7 +534,7 @@ const (
 	EVDOtherError                = 1
 	SRQTransferToError           = 0
 	SRQOtherError                = 1
-	SRQLowWatermarkEvent         = 2
+	SRQLowWatermarkReason        = 2
 	LMROtherError, RMROtherError = 0, 0
 	PZOtherError                 = 0
 )

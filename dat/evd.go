@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/softrnic/softrnic/rnic"
 )
 
 // EVD is an Event Dispatcher (spec §6.3.4): a queue merging event streams,
@@ -36,6 +38,10 @@ type EVD struct {
 	overflowed    bool
 	isAsync       bool // IA async EVD
 	pendingNotify bool
+
+	cq      *rnic.CQ // engine CQ for DTO streams, created on first use
+	drainMu sync.Mutex
+	drain   cqDrain
 }
 
 // HandleType implements Handle.

@@ -1,6 +1,7 @@
 package dat
 
 import (
+	"context"
 	"net"
 	"strings"
 	"sync"
@@ -27,7 +28,14 @@ type IA struct {
 	asyncEVD *EVD
 	ownAsync bool
 	eps      map[uint32]*EP // by QP number
-	wg       sync.WaitGroup // IA goroutines (event pump, connection handlers)
+	nullCQ   *rnic.CQ
+	srqs     map[*rnic.SRQ]*SRQ
+	psps     map[ConnQual]*PSP
+	ctx      context.Context
+	cancel   context.CancelFunc
+	lmrMu    sync.RWMutex
+	lmrs     map[uint32]*LMR // by lmr_context
+	wg       sync.WaitGroup  // IA goroutines (event pump, connection handlers)
 }
 
 // HandleType implements Handle.
@@ -71,7 +79,9 @@ func (r *Registry) OpenIA(name string, asyncQLen int, asyncEVD *EVD) (*IA, *EVD,
 		return nil, nil, invalidArg(1)
 	}
 	ia := &IA{reg: r, prov: p, name: name, local: local, objs: make(map[Handle]struct{}),
-		closedCh: make(chan struct{}), eps: make(map[uint32]*EP)}
+		closedCh: make(chan struct{}), eps: make(map[uint32]*EP), lmrs: make(map[uint32]*LMR),
+		srqs: make(map[*rnic.SRQ]*SRQ), psps: make(map[ConnQual]*PSP)}
+	ia.ctx, ia.cancel = context.WithCancel(context.Background())
 	ia.ia = ia
 	dev, err := rnic.Open(rnic.Config{Name: name, LocalAddr: addr})
 	if err != nil {
@@ -126,6 +136,7 @@ func (ia *IA) Close(flags CloseFlags) error {
 		ia.mu.Unlock()
 		return ErrInvalidStateIAInUse
 	}
+	ia.cancel()
 	objs := make([]Handle, 0, len(ia.objs))
 	for h := range ia.objs {
 		objs = append(objs, h)
@@ -263,8 +274,9 @@ type ProviderAttr struct {
 }
 
 // MaxPrivateData is the largest private data exchanged on connection
-// establishment (MPA limits it to 512 bytes, RFC 5044 §7.1).
-const MaxPrivateData = 512
+// establishment: the Linux siw cap on MPA private data (RFC 5044 §7.1
+// allows 512), kept for interoperability.
+const MaxPrivateData = 256
 
 // IA attribute mask: any bit is accepted; IAFieldAll selects everything.
 const IAFieldAll uint64 = 0xFFFFFFFFF

@@ -1,0 +1,312 @@
+package dat
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"net"
+	"testing"
+	"time"
+)
+
+// A port of the flow of OFA DAPL's dtest over the iWARP transport in one
+// process: connect through a PSP, exchange RMR contexts with Sends, RDMA
+// Write and Read ping-pong, disconnect.
+
+const waitT = 10 * time.Second
+
+type side struct {
+	t        testing.TB
+	ia       *IA
+	pz       *PZ
+	dto, cr  *EVD
+	conn     *EVD
+	ep       *EP
+	buf      []byte
+	lmr      *LMR
+	sendBuf  []byte
+	sendLMR  *LMR
+	recvBuf  []byte
+	recvLMR  *LMR
+	rmr      *RMR
+	peer     RMRTriplet
+	peerRecv RMRTriplet
+}
+
+func newSide(t testing.TB, name string) *side {
+	t.Helper()
+	s := &side{t: t}
+	var err error
+	s.ia, _ = testIA(t)
+	if s.pz, err = s.ia.CreatePZ(); err != nil {
+		t.Fatal(err)
+	}
+	s.dto = mustEVD(t, s.ia, 64, nil, EVDDTO|EVDRMRBind)
+	s.cr = mustEVD(t, s.ia, 8, nil, EVDCR)
+	s.conn = mustEVD(t, s.ia, 8, nil, EVDConnection)
+	if s.ep, err = s.ia.CreateEP(s.pz, s.dto, s.dto, s.conn, nil); err != nil {
+		t.Fatal(err)
+	}
+	s.buf = make([]byte, 4096)
+	s.sendBuf = make([]byte, 64)
+	s.recvBuf = make([]byte, 64)
+	if s.lmr, err = s.ia.CreateLMR(s.buf, s.pz, MemPrivAll, VATypeVA); err != nil {
+		t.Fatal(err)
+	}
+	if s.sendLMR, err = s.ia.CreateLMR(s.sendBuf, s.pz, MemPrivLocalRead|MemPrivLocalWrite, VATypeVA); err != nil {
+		t.Fatal(err)
+	}
+	if s.recvLMR, err = s.ia.CreateLMR(s.recvBuf, s.pz, MemPrivLocalRead|MemPrivLocalWrite, VATypeVA); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func (s *side) wait(e *EVD) Event {
+	s.t.Helper()
+	ev, _, err := e.Wait(context.Background(), waitT, 1)
+	if err != nil {
+		s.t.Fatalf("wait: %v", err)
+	}
+	return ev
+}
+
+func (s *side) waitDTO(op DTOOp, cookie uint64) DTOCompletion {
+	s.t.Helper()
+	ev := s.wait(s.dto)
+	if ev.Number != DTOCompletionEvent || ev.DTO.Status != DTOSuccess || ev.DTO.Op != op || ev.DTO.Cookie != cookie {
+		s.t.Fatalf("want %v cookie %d, got %v %+v", op, cookie, ev.Number, ev.DTO)
+	}
+	return ev.DTO
+}
+
+func (s *side) waitConn(n EventNumber) Event {
+	s.t.Helper()
+	ev := s.wait(s.conn)
+	if ev.Number != n {
+		s.t.Fatalf("want %v, got %v", n, ev.Number)
+	}
+	return ev
+}
+
+func loopback() net.Addr { return &net.IPAddr{IP: net.IPv4(127, 0, 0, 1)} }
+
+// connectPair connects client to server through a consumer PSP.
+func connectPair(t testing.TB, srv, cli *side, pd []byte) {
+	t.Helper()
+	psp, qual, err := srv.ia.CreatePSPAny(srv.cr, PSPConsumer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer psp.Free()
+	if err := cli.ep.Connect(loopback(), qual, waitT, pd, QoSBestEffort, ConnectDefault); err != nil {
+		t.Fatal(err)
+	}
+	ev := srv.wait(srv.cr)
+	if ev.Number != ConnectionRequestEvent || ev.CR.SP != psp || ev.CR.ConnQual != qual {
+		t.Fatalf("CR event %+v", ev)
+	}
+	cr := ev.CR.CR
+	p, err := cr.Query(CRFieldAll)
+	if err != nil || !bytes.Equal(p.PrivateData, pd) || p.LocalEP != nil {
+		t.Fatalf("cr query %+v %v", p, err)
+	}
+	if err := cr.Accept(srv.ep, []byte("accept")); err != nil {
+		t.Fatal(err)
+	}
+	srv.waitConn(ConnectionEventEstablished)
+	ce := cli.waitConn(ConnectionEventEstablished)
+	if string(ce.Conn.PrivateData) != "accept" || ce.Conn.EP != cli.ep {
+		t.Fatalf("client established %+v", ce.Conn)
+	}
+	if cli.ep.State() != EPStateConnected || srv.ep.State() != EPStateConnected {
+		t.Fatal("not connected")
+	}
+}
+
+func putTriplet(b []byte, r RMRTriplet) {
+	binary.BigEndian.PutUint32(b[0:], r.RMRContext)
+	binary.BigEndian.PutUint64(b[4:], r.TargetAddress)
+	binary.BigEndian.PutUint64(b[12:], r.SegmentLength)
+}
+
+func getTriplet(b []byte) RMRTriplet {
+	return RMRTriplet{RMRContext: binary.BigEndian.Uint32(b[0:]), TargetAddress: binary.BigEndian.Uint64(b[4:]),
+		SegmentLength: binary.BigEndian.Uint64(b[12:])}
+}
+
+// exchange binds an RMR over the buffer and sends its triplet to the peer
+// (dtest's "exchange RMR info" step).
+func exchange(t testing.TB, a, b *side) {
+	t.Helper()
+	for _, s := range []*side{a, b} {
+		if err := s.ep.PostRecv([]LMRTriplet{s.recvLMR.Triplet(0, 64)}, 100, CompletionDefault); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, s := range []*side{a, b} {
+		var err error
+		if s.rmr, err = s.pz.CreateRMR(); err != nil {
+			t.Fatal(err)
+		}
+		ctx, err := s.rmr.Bind(s.lmr, s.lmr.Triplet(0, len(s.buf)), MemPrivRemoteRead|MemPrivRemoteWrite, VATypeVA, s.ep, 7, CompletionDefault)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ev := s.wait(s.dto)
+		if ev.Number != RMRBindCompletionEvent || ev.RMRBind.Status != DTOSuccess || ev.RMRBind.Cookie != 7 || ev.RMRBind.RMR != s.rmr {
+			t.Fatalf("bind completion %+v", ev)
+		}
+		if s.rmr.Context() != ctx {
+			t.Fatal("rmr context")
+		}
+	}
+	for _, s := range []*side{a, b} {
+		putTriplet(s.sendBuf, s.rmr.Triplet(0, len(s.buf)))
+		if err := s.ep.PostSend([]LMRTriplet{s.sendLMR.Triplet(0, 20)}, 200, CompletionDefault); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, s := range []*side{a, b} {
+		// the Send and the Recv complete on the same EVD in either order
+		got := map[DTOOp]DTOCompletion{}
+		for i := 0; i < 2; i++ {
+			ev := s.wait(s.dto)
+			if ev.DTO.Status != DTOSuccess {
+				t.Fatalf("%+v", ev.DTO)
+			}
+			got[ev.DTO.Op] = ev.DTO
+		}
+		if r := got[DTOReceive]; r.Cookie != 100 || r.Length != 20 {
+			t.Fatalf("recv %+v", r)
+		}
+		if s := got[DTOSend]; s.Cookie != 200 || s.Length != 20 {
+			t.Fatalf("send %+v", s)
+		}
+		s.peer = getTriplet(s.recvBuf)
+	}
+}
+
+func TestDTestFlow(t *testing.T) {
+	srv, cli := newSide(t, "server"), newSide(t, "client")
+	connectPair(t, srv, cli, []byte("dtest hello"))
+	exchange(t, srv, cli)
+
+	// RDMA Write ping-pong: each side writes a message into the peer's
+	// buffer, then signals it with a Send (dtest's rdma write / send pair).
+	for i := 0; i < 10; i++ {
+		src, dst := cli, srv
+		if i%2 == 1 {
+			src, dst = srv, cli
+		}
+		msg := []byte{byte(i), 'p', 'i', 'n', 'g', byte(i * 3)}
+		copy(src.buf[1024:], msg)
+		if err := dst.ep.PostRecv([]LMRTriplet{dst.recvLMR.Triplet(0, 64)}, uint64(300+i), CompletionDefault); err != nil {
+			t.Fatal(err)
+		}
+		remote := src.peer
+		remote.TargetAddress += 2048
+		remote.SegmentLength = uint64(len(msg))
+		if err := src.ep.PostRDMAWrite([]LMRTriplet{src.lmr.Triplet(1024, len(msg))}, uint64(400+i), remote, CompletionSuppress); err != nil {
+			t.Fatal(err)
+		}
+		if err := src.ep.PostSend(nil, uint64(500+i), CompletionDefault); err != nil {
+			t.Fatal(err)
+		}
+		src.waitDTO(DTOSend, uint64(500+i)) // the suppressed Write has no completion
+		r := dst.waitDTO(DTOReceive, uint64(300+i))
+		if r.Length != 0 {
+			t.Fatalf("zero-byte send delivered %d bytes", r.Length)
+		}
+		if !bytes.Equal(dst.buf[2048:2048+len(msg)], msg) {
+			t.Fatalf("round %d: write did not land: %v", i, dst.buf[2048:2048+len(msg)])
+		}
+	}
+
+	// RDMA Read: the client reads the server's buffer.
+	for i := range srv.buf[:512] {
+		srv.buf[i] = byte(i * 7)
+	}
+	remote := cli.peer
+	remote.SegmentLength = 512
+	if err := cli.ep.PostRDMARead([]LMRTriplet{cli.lmr.Triplet(3000, 256), cli.lmr.Triplet(3500, 256)}, 600, remote, CompletionDefault); err != nil {
+		t.Fatal(err)
+	}
+	if d := cli.waitDTO(DTORDMARead, 600); d.Length != 512 {
+		t.Fatalf("read length %d", d.Length)
+	}
+	if !bytes.Equal(cli.buf[3000:3256], srv.buf[:256]) || !bytes.Equal(cli.buf[3500:3756], srv.buf[256:512]) {
+		t.Fatal("read data mismatch")
+	}
+
+	// disconnect: the client disconnects gracefully, both see DISCONNECTED
+	if err := cli.ep.Disconnect(CloseGraceful); err != nil {
+		t.Fatal(err)
+	}
+	cli.waitConn(ConnectionEventDisconnected)
+	srv.waitConn(ConnectionEventDisconnected)
+	if cli.ep.State() != EPStateDisconnected || srv.ep.State() != EPStateDisconnected {
+		t.Fatal(cli.ep.State(), srv.ep.State())
+	}
+	// posting in Disconnected flushes
+	if err := cli.ep.PostSend(nil, 700, CompletionDefault); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		ev := cli.wait(cli.dto)
+		if ev.DTO.Cookie == 700 {
+			if ev.DTO.Status != DTOErrFlushed {
+				t.Fatalf("post after disconnect: %+v", ev.DTO)
+			}
+			break
+		}
+	}
+	if err := cli.ep.Reset(); err != nil || cli.ep.State() != EPStateUnconnected {
+		t.Fatal(err, cli.ep.State())
+	}
+}
+
+func TestConnectRejectAndUnreachable(t *testing.T) {
+	srv, cli := newSide(t, "server"), newSide(t, "client")
+	psp, err := srv.ia.CreatePSP(0, srv.cr, PSPConsumer)
+	if !errors.Is(err, ErrInvalidParameter) {
+		t.Fatalf("qual 0: %v", err)
+	}
+	psp, qual, err := srv.ia.CreatePSPAny(srv.cr, PSPConsumer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := srv.ia.CreatePSP(qual, srv.cr, PSPConsumer); !errors.Is(err, ErrConnQualInUse) {
+		t.Fatalf("dup qual: %v", err)
+	}
+	if err := cli.ep.Connect(loopback(), qual, waitT, []byte("hi"), QoSBestEffort, ConnectDefault); err != nil {
+		t.Fatal(err)
+	}
+	if err := cli.ep.Connect(loopback(), qual, waitT, nil, QoSBestEffort, ConnectDefault); !errors.Is(err, ErrInvalidState) {
+		t.Fatalf("second connect: %v", err)
+	}
+	ev := srv.wait(srv.cr)
+	if err := ev.CR.CR.Reject([]byte("go away")); err != nil {
+		t.Fatal(err)
+	}
+	if err := ev.CR.CR.Reject(nil); !errors.Is(err, ErrInvalidHandleCR) {
+		t.Fatalf("reject twice: %v", err)
+	}
+	ce := cli.waitConn(ConnectionEventPeerRejected)
+	if string(ce.Conn.PrivateData) != "go away" {
+		t.Fatalf("reject private data %q", ce.Conn.PrivateData)
+	}
+	if cli.ep.State() != EPStateDisconnected {
+		t.Fatal(cli.ep.State())
+	}
+	// nobody listening: non-peer reject
+	psp.Free()
+	if err := cli.ep.Reset(); err != nil {
+		t.Fatal(err)
+	}
+	if err := cli.ep.Connect(loopback(), qual, waitT, nil, QoSBestEffort, ConnectDefault); err != nil {
+		t.Fatal(err)
+	}
+	cli.waitConn(ConnectionEventNonPeerRejected)
+}
