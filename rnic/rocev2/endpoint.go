@@ -244,7 +244,7 @@ func (e *Endpoint) input(r *rxCtx, b []byte, from, local netip.AddrPort) {
 	op := p.Opcode()
 	qpn := p.BTH.DestQP()
 	if op.Service() == roce.ServiceUD {
-		e.inputUD(&p, from, qpn)
+		e.inputUD(p, from, qpn)
 		return
 	}
 	c := e.lookup(qpn)

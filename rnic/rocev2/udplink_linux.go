@@ -54,6 +54,11 @@ type UDPLink struct {
 	pend     []byte
 	pendSeg  int
 	pendFrom netip.AddrPort
+
+	// preallocated syscall closures (a closure passed to RawConn escapes)
+	sendFn, recvFn func(fd uintptr) bool
+	sHdr           []unix.Mmsghdr
+	rN, rGot       int
 }
 
 const udpSegment = 103 // UDP_SEGMENT
@@ -117,6 +122,8 @@ func ListenUDP(addr netip.AddrPort, o *UDPOptions) (*UDPLink, error) {
 		}
 		l.rctl = make([]byte, n*unix.CmsgSpace(4))
 	}
+	l.sendFn = l.doSend
+	l.recvFn = l.doRecv
 	return l, nil
 }
 
@@ -199,35 +206,34 @@ func (l *UDPLink) Send(bufs [][]byte, dst netip.AddrPort) error {
 	return nil
 }
 
-func (l *UDPLink) sendmmsg(n int) error {
-	hdr := l.shdr[:n]
-	var serr error
-	err := l.rc.Write(func(fd uintptr) bool {
-		for len(hdr) > 0 {
-			r, _, e := unix.Syscall6(unix.SYS_SENDMMSG, fd, uintptr(unsafe.Pointer(&hdr[0])), uintptr(len(hdr)), 0, 0, 0)
-			if e == unix.EAGAIN {
-				return false
-			}
-			if e == unix.EINTR {
-				continue
-			}
-			if e != 0 {
-				// A datagram the kernel refuses (e.g. EMSGSIZE) is skipped, like a lost packet.
-				serr = e
-				hdr = hdr[1:]
-				continue
-			}
-			hdr = hdr[r:]
+func (l *UDPLink) doSend(fd uintptr) bool {
+	for len(l.sHdr) > 0 {
+		r, _, e := unix.Syscall6(unix.SYS_SENDMMSG, fd, uintptr(unsafe.Pointer(&l.sHdr[0])), uintptr(len(l.sHdr)), 0, 0, 0)
+		if e == unix.EAGAIN {
+			return false
 		}
-		return true
-	})
+		if e == unix.EINTR {
+			continue
+		}
+		if e != 0 {
+			// A datagram the kernel refuses (e.g. EMSGSIZE) is skipped, like a lost packet.
+			l.sHdr = l.sHdr[1:]
+			continue
+		}
+		l.sHdr = l.sHdr[r:]
+	}
+	return true
+}
+
+func (l *UDPLink) sendmmsg(n int) error {
+	l.sHdr = l.shdr[:n]
+	err := l.rc.Write(l.sendFn)
 	if err != nil {
 		if errors.Is(err, net.ErrClosed) {
 			return ErrLinkClosed
 		}
 		return err
 	}
-	_ = serr
 	return nil
 }
 
@@ -267,25 +273,28 @@ func (l *UDPLink) Recv(bufs [][]byte, sizes []int, from []netip.AddrPort) (int, 
 	return got, nil
 }
 
-func (l *UDPLink) recvmmsg(n int) (int, error) {
-	var got int
-	err := l.rc.Read(func(fd uintptr) bool {
-		for {
-			r, _, e := unix.Syscall6(unix.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&l.rhdr[0])), uintptr(n), 0, 0, 0)
-			if e == unix.EINTR {
-				continue
-			}
-			if e == unix.EAGAIN {
-				return false
-			}
-			if e != 0 {
-				got = -1
-				return true
-			}
-			got = int(r)
+func (l *UDPLink) doRecv(fd uintptr) bool {
+	for {
+		r, _, e := unix.Syscall6(unix.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&l.rhdr[0])), uintptr(l.rN), 0, 0, 0)
+		if e == unix.EINTR {
+			continue
+		}
+		if e == unix.EAGAIN {
+			return false
+		}
+		if e != 0 {
+			l.rGot = -1
 			return true
 		}
-	})
+		l.rGot = int(r)
+		return true
+	}
+}
+
+func (l *UDPLink) recvmmsg(n int) (int, error) {
+	l.rN = n
+	err := l.rc.Read(l.recvFn)
+	got := l.rGot
 	if err != nil {
 		if errors.Is(err, net.ErrClosed) {
 			return 0, ErrLinkClosed
