@@ -492,7 +492,13 @@ func (ia *IA) arrival(sp Handle, r treq) {
 		cr.localEP = ep
 		sp = nil // the RSP is consumed (spec: sp_handle is DAT_HANDLE_NULL)
 		ia.unregister(s)
-		go s.destroy()
+		s.dead.Store(true)
+		ia.wg.Add(1)
+		go func() {
+			defer ia.wg.Done()
+			s.ln.close()
+			s.evd.removeStream(0)
+		}()
 	}
 	if err := ia.register(cr); err != nil {
 		_ = r.reject(nil)
@@ -940,7 +946,7 @@ func (ia *IA) handleDeviceEvent(ev rnic.AsyncEvent) {
 			return
 		}
 		n := ConnectionEventBroken
-		if ev.Type == rnic.EventDisconnected {
+		if ev.Type == rnic.EventDisconnected || (ia.tr != nil && ia.tr.peerClosed(ev.Err)) {
 			n = ConnectionEventDisconnected
 		}
 		ep.connLost(ev.QP, n)

@@ -26,6 +26,9 @@ type transport interface {
 	// classify maps a dial error to the connection event it produces and
 	// the peer's private data of a rejection.
 	classify(err error) (EventNumber, []byte)
+	// peerClosed reports whether a fatal QP error is the peer closing the
+	// connection (reported as DISCONNECTED rather than BROKEN).
+	peerClosed(err error) bool
 	close()
 }
 

@@ -3,6 +3,7 @@ package dat
 import (
 	"context"
 	"errors"
+	"io"
 	"net"
 	"os"
 	"syscall"
@@ -61,6 +62,13 @@ func (t *iwarpTransport) classify(err error) (EventNumber, []byte) {
 		return ConnectionEventTimedOut, nil
 	}
 	return ConnectionEventNonPeerRejected, nil
+}
+
+// peerClosed: an abortive close by the peer (TCP RST) surfaces as an LLP
+// error; it is the peer's (abrupt) disconnect, not a broken connection.
+func (t *iwarpTransport) peerClosed(err error) bool {
+	var le *iwarp.LLPError
+	return errors.As(err, &le) && (errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) || errors.Is(err, io.EOF))
 }
 
 func (t *iwarpTransport) close() {}
