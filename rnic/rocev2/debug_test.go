@@ -1,6 +1,9 @@
 package rocev2
 
-import "fmt"
+import (
+	"fmt"
+	"os"
+)
 
 func (c *Conn) debugState() string {
 	c.mu.Lock()
@@ -16,6 +19,9 @@ func (c *Conn) debugState() string {
 }
 
 func init() {
+	if os.Getenv("ROCE_DEBUG") == "" {
+		return
+	}
 	debugHook = func(c *Conn) {
 		s := fmt.Sprintf("send=%v max=%v una=%v ePSN=%v rdOut=%d retry=%d head=%d send=%d tail=%d\n",
 			c.sendPSN, c.maxSent, c.unaPSN, c.ePSN, c.rdOut, c.retryLeft, c.sqHead, c.sqSend, c.sqTail)

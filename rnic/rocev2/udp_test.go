@@ -62,6 +62,7 @@ func TestUDPLink(t *testing.T) {
 			const n = 1 << 20
 			smr, sbuf := cli.reg(t, n, allAccess)
 			rmr, rbuf := srv.reg(t, n, allAccess)
+			wmr, wbuf := srv.reg(t, n, allAccess)
 			dmr, dbuf := cli.reg(t, n, allAccess)
 			fill(sbuf, 42)
 			postRecv(t, srv.qp, &rnic.RecvWR{WRID: 1, SGL: []rnic.SGE{rmr.SGE(0, n)}})
@@ -69,17 +70,23 @@ func TestUDPLink(t *testing.T) {
 			if c := wait(t, srv.rcq, 1)[0]; c.Status != 0 || c.ByteLen != 100000 || !bytes.Equal(rbuf[:100000], sbuf[:100000]) {
 				t.Fatalf("send: %+v", c)
 			}
+			// The race detector sees no ordering through a kernel socket, so
+			// memory the peer wrote is only read after a completion on the
+			// side that wrote it (the trailing SEND's receive).
+			postRecv(t, srv.qp, &rnic.RecvWR{WRID: 2})
 			post(t, cli.qp, &rnic.SendWR{WRID: 2, Opcode: rnic.OpWrite, Flags: rnic.Signaled, SGL: []rnic.SGE{smr.SGE(0, n)},
-				RemoteAddr: rmr.Addr(), RKey: rmr.RKey()})
+				RemoteAddr: wmr.Addr(), RKey: wmr.RKey()})
 			post(t, cli.qp, &rnic.SendWR{WRID: 3, Opcode: rnic.OpRead, Flags: rnic.Signaled, SGL: []rnic.SGE{dmr.SGE(0, n)},
-				RemoteAddr: rmr.Addr(), RKey: rmr.RKey()})
-			cs := wait(t, cli.scq, 3)
+				RemoteAddr: wmr.Addr(), RKey: wmr.RKey()})
+			post(t, cli.qp, &rnic.SendWR{WRID: 4, Opcode: rnic.OpSend, Flags: rnic.Signaled})
+			cs := wait(t, cli.scq, 4)
 			for _, c := range cs {
 				if c.Status != 0 {
 					t.Fatalf("%+v", cs)
 				}
 			}
-			if !bytes.Equal(rbuf, sbuf) || !bytes.Equal(dbuf, sbuf) {
+			wait(t, srv.rcq, 1)
+			if !bytes.Equal(wbuf, sbuf) || !bytes.Equal(dbuf, sbuf) {
 				t.Fatal("data")
 			}
 			if l, ok := cli.ep.Link().(*UDPLink); ok {
