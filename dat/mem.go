@@ -408,14 +408,18 @@ func (pz *PZ) createRMR(ep *EP) (*RMR, error) {
 	if ep != nil && (ep.ia != pz.ia || ep.pz != pz) {
 		return nil, invalidArg(2)
 	}
-	mw, err := pz.pd.AllocMW(1)
+	// PZ scope: a type 1 window (usable over any connection of the PZ);
+	// EP scope: a type 2 window, tied to the EP's QP at bind time and
+	// invalidatable by the peer's Send with Invalidate.
+	typ, scope := 1, RMRScopePZ
+	if ep != nil {
+		typ, scope = 2, RMRScopeEP
+	}
+	mw, err := pz.pd.AllocMW(typ)
 	if err != nil {
 		return nil, ErrResourceMemoryRegion
 	}
-	r := &RMR{pz: pz, mw: mw, ep: ep, scope: RMRScopePZ}
-	if ep != nil {
-		r.scope = RMRScopeEP
-	}
+	r := &RMR{pz: pz, mw: mw, ep: ep, scope: scope}
 	r.ia = pz.ia
 	if err := pz.ia.register(r); err != nil {
 		_ = mw.Dealloc()

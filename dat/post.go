@@ -366,9 +366,17 @@ func (r *RMR) Bind(lmr *LMR, triplet LMRTriplet, priv MemPriv, va VAType, ep *EP
 	ep.sendMu.Lock()
 	defer ep.sendMu.Unlock()
 	old := r.mw.STag()
-	ctx := old&^0xff | (old+1)&0xff // type 1 windows advance their key on each bind
+	ctx := old&^0xff | (old+1)&0xff // a fresh key on each bind
+	if r.mw.Type() == 2 && r.mw.Valid() {
+		// a bound type 2 window must be invalidated before it is rebound
+		ep.wr.Opcode = rnic.OpLocalInv
+		ep.wr.InvalidateSTag = old
+		if err := ep.postReq(qp, DTOSend, cookie, 0, CompletionSuppress, r, false); err != nil {
+			return 0, err
+		}
+	}
 	ep.wr.Opcode = rnic.OpBindMW
-	ep.wr.Bind = rnic.BindInfo{MW: r.mw, Access: memAccess(priv) &^ rnic.AccessMWBind}
+	ep.wr.Bind = rnic.BindInfo{MW: r.mw, Access: memAccess(priv) &^ rnic.AccessMWBind, Key: uint8(ctx)}
 	if triplet.SegmentLength != 0 {
 		ep.wr.Bind.MR = lmr.mr
 		ep.wr.Bind.Addr = triplet.VirtualAddress
