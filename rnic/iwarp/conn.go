@@ -454,7 +454,7 @@ func (c *Conn) blocked(w *rnic.SendWQE, outstanding int) bool {
 	}
 	switch w.Opcode {
 	case rnic.OpRead, rnic.OpAtomicCmpSwap, rnic.OpAtomicFetchAdd:
-		return outstanding >= c.ord
+		return c.ord > 0 && outstanding >= c.ord // ORD 0: sendWQE fails the WR
 	}
 	return false
 }

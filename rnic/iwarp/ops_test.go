@@ -284,6 +284,16 @@ func TestMemoryWindowsAndFastReg(t *testing.T) {
 	if !bytes.Equal(bbuf[1124+8:1124+256], cbuf[8:256]) {
 		t.Fatal("window write")
 	}
+	// Remote invalidate (Send with Invalidate) of the type 2 window, then rebind it.
+	_ = srv.qp.PostRecv(&rnic.RecvWR{WRID: 40})
+	_ = cli.qp.PostSend(&rnic.SendWR{WRID: 41, Opcode: rnic.OpSendInv, InvalidateSTag: mw.RKey()})
+	if c := wait(t, srv.rcq); c.Flags&rnic.WCWithInv == 0 || c.InvalidatedSTag != mw.RKey() || mw.Valid() {
+		t.Fatalf("remote invalidate of a type 2 window: %+v", c)
+	}
+	_ = srv.qp.PostSend(&rnic.SendWR{WRID: 42, Opcode: rnic.OpBindMW, Flags: rnic.Signaled,
+		Bind: rnic.BindInfo{MW: mw, MR: base, Addr: base.Addr() + 1024, Length: 512, Access: rnic.AccessRemoteWrite | rnic.AccessRemoteRead, Key: 10}})
+	expect(t, wait(t, srv.scq), rnic.WCBindMW, rnic.StatusSuccess)
+
 	// Local invalidate of the window.
 	_ = srv.qp.PostSend(&rnic.SendWR{WRID: 4, Opcode: rnic.OpLocalInv, Flags: rnic.Signaled, InvalidateSTag: mw.RKey()})
 	expect(t, wait(t, srv.scq), rnic.WCLocalInv, rnic.StatusSuccess)
