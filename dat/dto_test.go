@@ -297,32 +297,30 @@ func TestCompletionFlags(t *testing.T) {
 
 func TestExtensions(t *testing.T) {
 	srv, cli := newSide(t, "server"), newSide(t, "client")
-	connectPair(t, srv, cli, nil)
+	// the target memory is only read back through RDMA results (the
+	// responder's goroutine writes it with no Go synchronization to the test)
 	atom, _ := srv.ia.CreateLMR(make([]byte, 16), srv.pz, MemPrivAll|MemPrivRemoteAtomic, VATypeVA)
 	binary.LittleEndian.PutUint64(atom.mem, 40)
+	connectPair(t, srv, cli, nil)
 	remote := atom.RMRTriplet(0, 8)
 	res := cli.lmr.Triplet(0, 8)
-	if err := cli.ep.PostFetchAdd(res, 2, remote, 1, 0); err != nil {
-		t.Fatal(err)
+	step := func(post func() error, op DTOOp, want uint64) {
+		t.Helper()
+		if err := post(); err != nil {
+			t.Fatal(err)
+		}
+		ev := cli.wait(cli.dto)
+		if ev.Number != IWExtensionDTOEvent || ev.DTO.Op != op || ev.DTO.Status != DTOSuccess {
+			t.Fatalf("%+v", ev)
+		}
+		if got := binary.LittleEndian.Uint64(cli.buf); got != want {
+			t.Fatalf("%v returned %d, want %d", op, got, want)
+		}
 	}
-	ev := cli.wait(cli.dto)
-	if ev.Number != IWExtensionDTOEvent || ev.DTO.Op != DTOExtFetchAdd || ev.DTO.Status != DTOSuccess {
-		t.Fatalf("%+v", ev)
-	}
-	orig := binary.LittleEndian.Uint64(cli.buf)
-	after := binary.LittleEndian.Uint64(atom.mem)
-	if after-orig != 2 {
-		t.Fatalf("fetch-add: orig %d after %d", orig, after)
-	}
-	if err := cli.ep.PostCompareSwap(res, after, 7, remote, 2, 0); err != nil {
-		t.Fatal(err)
-	}
-	if ev := cli.wait(cli.dto); ev.DTO.Op != DTOExtCompareSwap || ev.DTO.Status != DTOSuccess {
-		t.Fatalf("%+v", ev)
-	}
-	if v := binary.LittleEndian.Uint64(atom.mem); v != 7 {
-		t.Fatalf("compare-swap left %d", v)
-	}
+	step(func() error { return cli.ep.PostFetchAdd(res, 2, remote, 1, 0) }, DTOExtFetchAdd, 40)
+	step(func() error { return cli.ep.PostCompareSwap(res, 42, 7, remote, 2, 0) }, DTOExtCompareSwap, 42)
+	step(func() error { return cli.ep.PostCompareSwap(res, 42, 9, remote, 3, 0) }, DTOExtCompareSwap, 7)
+	step(func() error { return cli.ep.PostFetchAdd(res, 0, remote, 4, 0) }, DTOExtFetchAdd, 7)
 	// RDMA write with immediate consumes a receive at the peer
 	srv.ep.PostRecv([]LMRTriplet{srv.recvLMR.Triplet(0, 8)}, 77, 0)
 	copy(cli.buf[100:], "immed")
@@ -333,7 +331,7 @@ func TestExtensions(t *testing.T) {
 	if ev := cli.wait(cli.dto); ev.DTO.Op != DTOExtRDMAWriteImmed || ev.DTO.Status != DTOSuccess {
 		t.Fatalf("%+v", ev)
 	}
-	ev = srv.wait(srv.dto)
+	ev := srv.wait(srv.dto)
 	if ev.Number != IWExtensionDTOEvent || ev.DTO.Op != DTOExtRecvImmed || ev.DTO.Immediate != 0xCAFE || ev.DTO.Cookie != 77 {
 		t.Fatalf("%+v", ev)
 	}
