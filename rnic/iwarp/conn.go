@@ -678,9 +678,6 @@ func (c *Conn) sendResponse(e *irqEntry) error {
 
 // ---------------------------------------------------------------- receiver
 
-// errPeerTerm marks a received Terminate.
-var errProto = errors.New("iwarp: protocol error")
-
 func (c *Conn) recvLoop() {
 	defer c.exit()
 	for {

@@ -135,11 +135,21 @@ func (e *Endpoint) cm(cfg *CMConfig) *cmAgent {
 			byRemote: make(map[cmKey]*cmConn), psn: roce.PSN(rand.Uint32() & roce.PSNMask)}
 		e.cma = a
 		e.gsi = a.input
+	} else if cfg != nil {
+		e.cma.mu.Lock()
+		e.cma.cfg = cfg.norm()
+		e.cma.mu.Unlock()
 	}
 	return e.cma
 }
 
-func (a *cmAgent) timeout() time.Duration { return roce.TimeoutExp(a.cfg.ResponseTimeout) }
+func (a *cmAgent) config() CMConfig {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.cfg
+}
+
+func (a *cmAgent) timeout() time.Duration { return roce.TimeoutExp(a.config().ResponseTimeout) }
 
 // peerPort is the UDP port MADs and data go to on a peer that sent from src.
 func (a *cmAgent) peerAddr(src netip.AddrPort) netip.AddrPort {
@@ -179,7 +189,7 @@ func (a *cmAgent) arm(c *cmConn, fail func()) {
 			c.mu.Unlock()
 			return
 		}
-		if c.retries >= a.cfg.MaxRetries {
+		if c.retries >= a.config().MaxRetries {
 			c.mu.Unlock()
 			fail()
 			return
@@ -470,7 +480,7 @@ func Listen(ep *Endpoint, addr string, cfg *CMConfig) (*Listener, error) {
 		return nil, err
 	}
 	a := ep.cm(cfg)
-	l := &Listener{a: a, port: uint16(port), reqs: make(chan *ConnRequest, a.cfg.Backlog), quit: make(chan struct{})}
+	l := &Listener{a: a, port: uint16(port), reqs: make(chan *ConnRequest, a.config().Backlog), quit: make(chan struct{})}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if l.port == 0 {
@@ -690,12 +700,13 @@ func (a *cmAgent) dial(ctx context.Context, qp *rnic.QP, dst netip.AddrPort, por
 	c.tid = uint64(rand.Uint32())<<32 | uint64(c.localID)
 	psn := roce.PSN(rand.Uint32() & roce.PSNMask)
 	cfg := e.cfg
+	cc := a.config()
 	req := roce.REQ{LocalCommID: c.localID, ServiceID: roce.ServiceID(roce.PortSpaceTCP, port),
 		LocalCAGUID: e.guid(), LocalQPN: qp.Num(), ResponderResources: uint8(depth(p.IRD)),
-		InitiatorDepth: uint8(depth(p.ORD)), RemoteCMResponseTimeout: a.cfg.ResponseTimeout,
-		TransportType: roce.CMTransportRC, StartingPSN: psn, LocalCMResponseTimeout: a.cfg.ResponseTimeout,
+		InitiatorDepth: uint8(depth(p.ORD)), RemoteCMResponseTimeout: cc.ResponseTimeout,
+		TransportType: roce.CMTransportRC, StartingPSN: psn, LocalCMResponseTimeout: cc.ResponseTimeout,
 		RetryCount: retry(p.RetryCount), PKey: roce.DefaultPKey, PathMTU: cfg.MTU, RNRRetryCount: retry(p.RNRRetryCount),
-		MaxCMRetries: uint8(min(a.cfg.MaxRetries, 15)),
+		MaxCMRetries: uint8(min(cc.MaxRetries, 15)),
 		Primary: roce.CMPath{LocalLID: 0xFFFF, RemoteLID: 0xFFFF, LocalGID: roce.GIDFromAddr(local.Addr()),
 			RemoteGID: roce.GIDFromAddr(dst.Addr()), HopLimit: 64, LocalACKTimeout: cfg.Timeout,
 			FlowLabel: 0, TrafficClass: 0},

@@ -120,6 +120,10 @@ type Conn struct {
 	done chan struct{}
 	disc atomic.Int32 // 1 graceful, 2 abort
 
+	onDone       func()      // CM: send a DREQ when the connection ends
+	remoteClosed atomic.Bool // CM: the peer sent a DREQ
+	peerPD       []byte
+
 	mu      sync.Mutex
 	dead    bool
 	inBatch bool
@@ -170,16 +174,23 @@ type Conn struct {
 // Connect binds qp (Idle, not yet attached) to a peer QP: the equivalent of
 // ibv_modify_qp INIT→RTR→RTS with attr. The QP is in RTS on return.
 func (e *Endpoint) Connect(qp *rnic.QP, attr ConnAttr) (*Conn, error) {
+	return e.connect(qp, attr, nil, nil)
+}
+
+func (e *Endpoint) connect(qp *rnic.QP, attr ConnAttr, cp *Config, onDone func()) (*Conn, error) {
 	if e.closed.Load() {
 		return nil, ErrEndpointClosed
 	}
 	cfg := e.cfg
+	if cp != nil {
+		cfg = *cp
+	}
 	if attr.MTU.Valid() {
 		cfg.MTU = attr.MTU
 	}
 	c := &Conn{e: e, qp: qp, typ: attr.Type, local: e.link.LocalAddr(), remote: attr.Remote,
 		rqpn: attr.RemoteQPN & roce.QPNMask, mtu: cfg.MTU.Bytes(), cfg: cfg,
-		kick: make(chan struct{}, 1), done: make(chan struct{})}
+		kick: make(chan struct{}, 1), done: make(chan struct{}), onDone: onDone}
 	if cfg.Timeout != 0 {
 		c.tmo = roce.TimeoutExp(cfg.Timeout)
 	}
@@ -267,6 +278,9 @@ func (c *Conn) run() {
 			c.e.mu.Lock()
 			delete(c.e.conns, c.qp.Num())
 			c.e.mu.Unlock()
+			if c.onDone != nil && !c.remoteClosed.Load() && !c.e.closed.Load() {
+				c.onDone()
+			}
 			c.qp.TransportDone(err)
 			close(c.done)
 			return

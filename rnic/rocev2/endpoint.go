@@ -24,6 +24,10 @@ type Config struct {
 	Window      int           // unacknowledged request packets in flight (default 128, rxe's RXE_MAX_UNACKED_PSNS)
 	AckEvery    int           // set AckReq at least every this many packets (default 64)
 	PKey        uint16        // default 0xFFFF
+	// PeerPort is the UDP port of peers' RoCE links (4791 for kernel peers,
+	// which send from per-flow source ports but listen on 4791). 0 means:
+	// reply to the source port of a request, and dial the endpoint's own port.
+	PeerPort uint16
 	// StrictICRC drops IPv4 packets whose ICRC does not match with IP ID 0. A
 	// kernel UDP socket does not reveal the sender's IP ID, so by default an
 	// IPv4 packet failing that check is accepted and counted (ICRCUnverified);
@@ -73,6 +77,7 @@ type Endpoint struct {
 	conns map[uint32]*Conn
 	ud    map[uint32]*UDQP
 	gsi   func(p *roce.Packet, from netip.AddrPort)
+	cma   *cmAgent
 
 	closed atomic.Bool
 	wg     sync.WaitGroup
@@ -87,6 +92,7 @@ var ErrEndpointClosed = errors.New("rocev2: endpoint closed")
 // NewEndpoint starts a RoCEv2 endpoint for dev on link.
 func NewEndpoint(dev *rnic.Device, link Link, cfg *Config) *Endpoint {
 	e := &Endpoint{dev: dev, link: link, cfg: cfg.norm(), conns: make(map[uint32]*Conn), ud: make(map[uint32]*UDQP)}
+	e.cm(nil)
 	e.wg.Add(1)
 	go e.recvLoop()
 	return e
@@ -118,6 +124,25 @@ func (e *Endpoint) Close() error {
 	for _, c := range cs {
 		c.Disconnect(false)
 		<-c.done
+	}
+	e.mu.RLock()
+	a := e.cma
+	e.mu.RUnlock()
+	if a != nil {
+		a.mu.Lock()
+		pend := make([]*cmConn, 0, len(a.byLocal))
+		for _, c := range a.byLocal {
+			pend = append(pend, c)
+		}
+		a.mu.Unlock()
+		for _, c := range pend {
+			c.mu.Lock()
+			if c.timer != nil {
+				c.timer.Stop()
+			}
+			c.state = cmClosed
+			c.mu.Unlock()
+		}
 	}
 	err := e.link.Close()
 	e.wg.Wait()
@@ -263,6 +288,17 @@ func (e *Endpoint) input(r *rxCtx, b []byte, from, local netip.AddrPort) {
 	}
 	c.input(r, &p, from)
 	c.mu.Unlock()
+}
+
+// guid returns the endpoint's CA GUID: a modified EUI-64 style value
+// derived from its address (softrnic has no MAC).
+func (e *Endpoint) guid() uint64 {
+	a := e.link.LocalAddr().Addr().As16()
+	var g uint64 = 0x0200_5e00_0000_0000
+	for _, b := range a[8:] {
+		g = g<<8 ^ uint64(b) ^ g>>56
+	}
+	return g | 0x0200_0000_0000_0000
 }
 
 func isMem(l Link) bool { _, ok := l.(*MemLink); return ok }
