@@ -1,0 +1,258 @@
+package interop
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// perftest interop: the guest's perftest (ib_write_bw, ib_read_bw, ib_send_bw with -R, over
+// siw) against softrnic perftest on the host, in both roles. The helpers here are local to
+// this file (ptBinary, ptHost) so that it depends only on the harness core (vm.go,
+// main_test.go, results.go).
+
+var (
+	ptBinOnce sync.Once
+	ptBinPath string
+	ptBinErr  error
+	ptPorts   atomic.Int32
+)
+
+// ptBinary builds cmd/softrnic once into the cache directory.
+func ptBinary(t *testing.T) string {
+	t.Helper()
+	ptBinOnce.Do(func() {
+		dir := filepath.Join(CacheDir(), "perftest-bin")
+		if ptBinErr = os.MkdirAll(dir, 0o755); ptBinErr != nil {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		ptBinPath = filepath.Join(dir, "softrnic")
+		cmd := exec.CommandContext(ctx, "go", "build", "-o", ptBinPath, "./cmd/softrnic")
+		cmd.Dir = filepath.Join(Dir(), "..", "..")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			ptBinErr = fmt.Errorf("go build ./cmd/softrnic: %v\n%s", err, out)
+		}
+	})
+	if ptBinErr != nil {
+		t.Fatal(ptBinErr)
+	}
+	return ptBinPath
+}
+
+// ptPort returns a fresh port per run (no TIME_WAIT clashes between runs).
+func ptPort() int { return 18600 + int(ptPorts.Add(1)) }
+
+// ptOutput is a goroutine-safe output buffer.
+type ptOutput struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (o *ptOutput) Write(p []byte) (int, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.b.Write(p)
+}
+
+func (o *ptOutput) String() string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.b.String()
+}
+
+// ptHost is softrnic running on the host inside the guest's namespace.
+type ptHost struct {
+	cmd  *exec.Cmd
+	out  ptOutput
+	done chan struct{}
+	err  error
+}
+
+func ptStartHost(t *testing.T, g *Guest, timeout time.Duration, args ...string) *ptHost {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	p := &ptHost{done: make(chan struct{})}
+	p.cmd = g.HostCommand(ctx, ptBinary(t), args...)
+	p.cmd.Stdout, p.cmd.Stderr = &p.out, &p.out
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	p.cmd.WaitDelay = 5 * time.Second
+	if err := p.cmd.Start(); err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	go func() {
+		p.err = p.cmd.Wait()
+		cancel()
+		close(p.done)
+	}()
+	t.Cleanup(func() {
+		if p.cmd.Process != nil {
+			_ = p.cmd.Process.Signal(os.Kill) // the process this test started, by pid
+		}
+		<-p.done
+	})
+	return p
+}
+
+// waitFor waits until the output contains s or the program exits.
+func (p *ptHost) waitFor(s string, timeout time.Duration) bool {
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		if strings.Contains(p.out.String(), s) {
+			return true
+		}
+		select {
+		case <-p.done:
+			return strings.Contains(p.out.String(), s)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	return false
+}
+
+// wait returns the exit code (-1 if it had to be killed).
+func (p *ptHost) wait(timeout time.Duration) int {
+	select {
+	case <-p.done:
+	case <-time.After(timeout):
+		_ = p.cmd.Process.Signal(os.Kill)
+		<-p.done
+		return -1
+	}
+	if p.err != nil {
+		if ee, ok := p.err.(*exec.ExitError); ok {
+			return ee.ExitCode()
+		}
+		return -1
+	}
+	return 0
+}
+
+// ptReportRE matches perftest's result line (REPORT_FMT): size, iterations, peak, average,
+// message rate.
+var ptReportRE = regexp.MustCompile(`(?m)^\s*(\d+)\s+(\d+)\s+([0-9.]+|inf|nan)\s+([0-9.]+|inf|nan)\s+([0-9.]+|inf|nan)\s*$`)
+
+// ptParseReport returns the average bandwidth (MB/s) of the report line for size and iters.
+func ptParseReport(t *testing.T, who, out string, size, iters int) float64 {
+	t.Helper()
+	for _, m := range ptReportRE.FindAllStringSubmatch(out, -1) {
+		if m[1] != strconv.Itoa(size) {
+			continue
+		}
+		if m[2] != strconv.Itoa(iters) {
+			t.Errorf("%s reported %s iterations, want %d", who, m[2], iters)
+		}
+		bw, err := strconv.ParseFloat(m[4], 64)
+		if err != nil || !(bw > 0) {
+			t.Errorf("%s reported BW average %q", who, m[4])
+		}
+		return bw
+	}
+	t.Errorf("%s printed no report line for %d bytes:\n%s", who, size, Tail(out, 3000))
+	return 0
+}
+
+var ptVerbs = []struct{ verb, tool string }{{"write", "ib_write_bw"}, {"read", "ib_read_bw"}, {"send", "ib_send_bw"}}
+
+const (
+	ptSize  = 65536
+	ptIters = 1000
+)
+
+// TestPerftestGuestClient: guest ib_{write,read,send}_bw -R (siw) as clients of softrnic
+// perftest.
+func TestPerftestGuestClient(t *testing.T) {
+	g := guest(t)
+	for _, v := range ptVerbs {
+		t.Run(v.verb, func(t *testing.T) {
+			record(t, PeerSiw, fmt.Sprintf("%s -R -s %d -n %d (guest client)", v.tool, ptSize, ptIters), "server")
+			port := ptPort()
+			t0 := time.Now()
+			srv := ptStartHost(t, g, 4*time.Minute, "perftest", v.verb, "-R", "--bind", HostSiwAddr, "-p", strconv.Itoa(port),
+				"-s", strconv.Itoa(ptSize), "-n", strconv.Itoa(ptIters), "--timeout", "180s")
+			if !srv.waitFor("Waiting for client to connect", 30*time.Second) {
+				t.Fatalf("softrnic perftest server did not start:\n%s", srv.out.String())
+			}
+			cli, err := g.Run(fmt.Sprintf("%s -R -d siw0 -F -s %d -n %d -p %d %s", v.tool, ptSize, ptIters, port, HostSiwAddr), 200*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			code := srv.wait(60 * time.Second)
+			elapsed := time.Since(t0)
+			if cli.Code != 0 || code != 0 {
+				t.Fatalf("guest %s exit %d:\n%s\nsoftrnic server exit %d:\n%s", v.tool, cli.Code, Tail(cli.Output, 3000), code, Tail(srv.out.String(), 3000))
+			}
+			cbw := ptParseReport(t, "guest "+v.tool, cli.Output, ptSize, ptIters)
+			sbw := ptParseReport(t, "softrnic server", srv.out.String(), ptSize, ptIters)
+			t.Logf("%s: guest client BW average %.2f MB/s, softrnic server %.2f MB/s, wall %v", v.tool, cbw, sbw, elapsed.Round(100*time.Millisecond))
+		})
+	}
+}
+
+// TestPerftestSoftrnicClient: softrnic perftest as the client of guest ib_*_bw -R servers.
+func TestPerftestSoftrnicClient(t *testing.T) {
+	g := guest(t)
+	for _, v := range ptVerbs {
+		t.Run(v.verb, func(t *testing.T) {
+			record(t, PeerSiw, fmt.Sprintf("%s -R -s %d -n %d (guest server)", v.tool, ptSize, ptIters), "client")
+			port := ptPort()
+			t0 := time.Now()
+			srv, err := g.Start(fmt.Sprintf("exec %s -R -d siw0 -F -s %d -n %d -p %d", v.tool, ptSize, ptIters, port), 200*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer srv.Kill()
+			time.Sleep(2 * time.Second) // let perftest bind and listen
+			cli := ptStartHost(t, g, 4*time.Minute, "perftest", v.verb, "-R", "-p", strconv.Itoa(port),
+				"-s", strconv.Itoa(ptSize), "-n", strconv.Itoa(ptIters), "--timeout", "180s", GuestSiwAddr)
+			code := cli.wait(200 * time.Second)
+			sr, err := srv.Wait(60 * time.Second)
+			elapsed := time.Since(t0)
+			if err != nil {
+				t.Fatalf("guest %s server: %v\n%s\nsoftrnic client exit %d:\n%s", v.tool, err, Tail(sr.Output, 3000), code, Tail(cli.out.String(), 3000))
+			}
+			if code != 0 || sr.Code != 0 {
+				t.Fatalf("softrnic client exit %d:\n%s\nguest %s server exit %d:\n%s", code, Tail(cli.out.String(), 3000), v.tool, sr.Code, Tail(sr.Output, 3000))
+			}
+			cbw := ptParseReport(t, "softrnic client", cli.out.String(), ptSize, ptIters)
+			sbw := ptParseReport(t, "guest "+v.tool+" server", sr.Output, ptSize, ptIters)
+			t.Logf("%s: softrnic client BW average %.2f MB/s, guest server %.2f MB/s, wall %v", v.tool, cbw, sbw, elapsed.Round(100*time.Millisecond))
+		})
+	}
+}
+
+// TestPerftestGuestLoopback: the guest's ib_write_bw -R against itself over siw0, the
+// baseline for the numbers above (TCG makes absolute speeds meaningless).
+func TestPerftestGuestLoopback(t *testing.T) {
+	g := guest(t)
+	record(t, PeerSiw, fmt.Sprintf("guest ib_write_bw -R loopback, -s %d -n %d (baseline)", ptSize, ptIters), "-")
+	port := ptPort()
+	srv, err := g.Start(fmt.Sprintf("exec ib_write_bw -R -d siw0 -F -s %d -n %d -p %d", ptSize, ptIters, port), 120*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Kill()
+	time.Sleep(2 * time.Second)
+	cli, err := g.Run(fmt.Sprintf("ib_write_bw -R -d siw0 -F -s %d -n %d -p %d %s", ptSize, ptIters, port, GuestSiwAddr), 120*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sr, err := srv.Wait(60 * time.Second)
+	if err != nil || cli.Code != 0 || sr.Code != 0 {
+		t.Fatalf("loopback: %v; client exit %d:\n%s\nserver exit %d:\n%s", err, cli.Code, Tail(cli.Output, 3000), sr.Code, Tail(sr.Output, 3000))
+	}
+	t.Logf("guest siw loopback ib_write_bw: BW average %.2f MB/s", ptParseReport(t, "guest ib_write_bw", cli.Output, ptSize, ptIters))
+}
