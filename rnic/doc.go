@@ -30,7 +30,8 @@
 //
 //	from       event                                      to
 //	Idle       transport Established                      RTS
-//	Idle       Destroy / connect failure (QP.Fatal)       Error
+//	Idle       Destroy, Disconnect, QP.Fatal              Error
+//	Idle       connect failed or rejected                 Idle (may connect again)
 //	RTS        Disconnect (graceful)                      Closing
 //	RTS        local protocol error (QP.Terminate)        Terminate
 //	RTS        Terminate received, LLP error, abort       Error

@@ -661,3 +661,15 @@ func (q *QP) CountTermRecv() {
 	q.counters.TermRecv.Add(1)
 	q.dev.counters.TermRecv.Add(1)
 }
+
+// CountRetransmit counts a retransmitted packet (packet transports).
+func (q *QP) CountRetransmit() {
+	q.counters.Retransmits.Add(1)
+	q.dev.counters.Retransmits.Add(1)
+}
+
+// CountNAK counts a NAK sent or received (packet transports).
+func (q *QP) CountNAK() {
+	q.counters.NAKs.Add(1)
+	q.dev.counters.NAKs.Add(1)
+}
