@@ -126,6 +126,16 @@ func (e *Endpoint) Close() error {
 		<-c.done
 	}
 	e.mu.RLock()
+	us := make([]*UDQP, 0, len(e.ud))
+	for _, u := range e.ud {
+		us = append(us, u)
+	}
+	e.mu.RUnlock()
+	for _, u := range us {
+		u.Disconnect(false)
+		<-u.done
+	}
+	e.mu.RLock()
 	a := e.cma
 	e.mu.RUnlock()
 	if a != nil {
