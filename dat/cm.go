@@ -777,11 +777,11 @@ func (ep *EP) connect(addr string, ra *net.TCPAddr, qual ConnQual, timeout Timeo
 	if len(pd) > MaxPrivateData {
 		return invalidArg(6)
 	}
-	if qos&^QoSBestEffort != 0 || flags&^(ConnectMultipathRequested|ConnectMultipathRequired) != 0 {
-		return invalidArg(7)
+	if flags&^(ConnectMultipathRequested|ConnectMultipathRequired) != 0 {
+		return invalidArg(8)
 	}
-	if flags&ConnectMultipathRequired != 0 {
-		return ErrModelNotSupported
+	if qos&^QoSBestEffort != 0 || flags&ConnectMultipathRequired != 0 {
+		return ErrModelNotSupported // spec §6.6.14: unsupported qos or multipath
 	}
 	ia := ep.ia
 	if err := ia.needTransport(); err != nil {
@@ -922,6 +922,17 @@ func (ep *EP) connLost(qp *rnic.QP, n EventNumber) {
 // broken aborts the connection after a local fatal condition (an
 // overflowed EVD) and reports DAT_CONNECTION_EVENT_BROKEN.
 func (ep *EP) broken() {
+	// called from completion paths that may run under ep.mu (a flush inside
+	// Reset or Modify): do the work on a tracked goroutine
+	ia := ep.ia
+	ia.wg.Add(1)
+	go func() {
+		defer ia.wg.Done()
+		ep.breakConn()
+	}()
+}
+
+func (ep *EP) breakConn() {
 	ep.mu.Lock()
 	conn, qp, st := ep.conn, ep.qp, ep.state
 	ep.mu.Unlock()

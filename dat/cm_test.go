@@ -242,7 +242,8 @@ func TestConnectArgumentErrors(t *testing.T) {
 		{loopback(), 70000, time.Second, nil, 0, 0, ErrInvalidParameter},
 		{loopback(), 1, 0, nil, 0, 0, ErrInvalidParameter},
 		{loopback(), 1, time.Second, make([]byte, MaxPrivateData+1), 0, 0, ErrInvalidParameter},
-		{loopback(), 1, time.Second, nil, QoSPremium, 0, ErrInvalidParameter},
+		{loopback(), 1, time.Second, nil, QoSPremium, 0, ErrModelNotSupported},
+		{loopback(), 1, time.Second, nil, 0, 0x10, ErrInvalidParameter},
 		{loopback(), 1, time.Second, nil, 0, ConnectMultipathRequired, ErrModelNotSupported},
 	}
 	for i, c := range cases {

@@ -139,6 +139,9 @@ func (e *EVD) destroy() {
 	e.cno = nil
 	e.n, e.head = 0, 0
 	clear(e.q)
+	if e.cq != nil {
+		_ = e.cq.Destroy()
+	}
 	e.mu.Unlock()
 	e.signal()
 	if cno != nil {

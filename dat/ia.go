@@ -89,17 +89,17 @@ func (r *Registry) OpenIA(name string, asyncQLen int, asyncEVD *EVD) (*IA, *EVD,
 		return nil, nil, ErrResourceDevice
 	}
 	ia.dev = dev
-	if f := transportFactories[kind]; f != nil {
-		ia.tr, err = f(ia)
-		if err != nil {
-			dev.Close()
-			r.release(p)
-			return nil, nil, ErrResourceDevice
-		}
-	} else if _, known := knownTransports[kind]; !known {
+	f := transportFactories[kind]
+	if f == nil {
 		dev.Close()
 		r.release(p)
 		return nil, nil, ErrCommNotSupported
+	}
+	ia.tr, err = f(ia)
+	if err != nil {
+		dev.Close()
+		r.release(p)
+		return nil, nil, ErrResourceDevice
 	}
 	if asyncEVD == nil {
 		asyncEVD = newEVD(ia, asyncQLen, EVDAsync)
@@ -112,12 +112,10 @@ func (r *Registry) OpenIA(name string, asyncQLen int, asyncEVD *EVD) (*IA, *EVD,
 	return ia, asyncEVD, nil
 }
 
-// knownTransports lists the instance-data transport names; a name without a
-// factory (the engine does not provide it yet) makes OpenIA fail with
+// transportFactories builds the connection side of an IA by the transport
+// name of the provider's instance data ("iwarp"; "rocev2" once the engine
+// has it). A name without a factory makes OpenIA fail with
 // DAT_COMM_NOT_SUPPORTED.
-var knownTransports = map[string]struct{}{"iwarp": {}, "rocev2": {}}
-
-// transportFactories builds the connection side of an IA by transport name.
 var transportFactories = map[string]func(*IA) (transport, error){}
 
 // Close is dat_ia_close (spec §6.2.1.2). CloseGraceful fails with
