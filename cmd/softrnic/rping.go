@@ -55,6 +55,13 @@ const (
 	rpingSendDepth  = 16
 	rpingCQDepth    = 2 * rpingSendDepth
 	rpingGoAheadLen = rpingInfoLen
+
+	// defaultSettle works around a race in Linux siw's responder (siw_cm.c siw_accept, seen
+	// on 6.1): it sends the MPA Reply before it attaches the QP's receive handler to the
+	// socket, and an FPDU arriving in between is left unread until more data arrives. rping's
+	// first Send is answered before the client sends anything else, so both sides wait forever.
+	// Real rping clients are slow enough after rdma_connect not to hit it; softrnic is not.
+	defaultSettle = 200 * time.Millisecond
 )
 
 // rpingOpts are the parsed command-line options.
@@ -70,6 +77,7 @@ type rpingOpts struct {
 	crc              bool          // --crc: request MPA CRC (C bit)
 	timeout          time.Duration // --timeout: bound on the whole run (0: none)
 	fault            string        // --fault: deliberate protocol faults for error tests
+	settle           time.Duration // --settle: client pause between connect and the first Send
 	stdout, stderr   io.Writer
 	listening        func(net.Addr) // tests: called once the server listens
 	collectNegotiate func(mpa.Params, *rnic.Counters)
@@ -96,6 +104,7 @@ func rpingUsage(w io.Writer) {
 	-p port		port (default 7174)
 	--crc		request MPA CRC32c (rping has no such flag; siw follows the request)
 	--timeout d	give up after the duration d (e.g. 30s)
+	--settle d	client: wait d after connecting before the first Send (default 200ms; see below)
 	--fault f	inject a fault: write-bad-stag, read-bad-stag (server), sink-oob (client)
 `)
 }
@@ -103,7 +112,7 @@ func rpingUsage(w io.Writer) {
 // parseRpingArgs parses rping's getopt-style flags ("-vV", "-S64", "-S 64") and the
 // softrnic long options.
 func parseRpingArgs(args []string) (rpingOpts, error) {
-	o := rpingOpts{port: rpingPort, size: rpingSize}
+	o := rpingOpts{port: rpingPort, size: rpingSize, settle: defaultSettle}
 	for i := 0; i < len(args); i++ {
 		a := args[i]
 		if strings.HasPrefix(a, "--") {
@@ -131,6 +140,16 @@ func parseRpingArgs(args []string) (rpingOpts, error) {
 					return o, fmt.Errorf("invalid --timeout %q", v)
 				}
 				o.timeout = d
+			case "settle":
+				v, err := needVal()
+				if err != nil {
+					return o, err
+				}
+				d, err := time.ParseDuration(v)
+				if err != nil || d < 0 {
+					return o, fmt.Errorf("invalid --settle %q", v)
+				}
+				o.settle = d
 			case "fault":
 				v, err := needVal()
 				if err != nil {
@@ -512,6 +531,13 @@ func (s *rpingSession) runClient(ctx context.Context) error {
 	s.conn = conn
 	defer s.report()
 	s.debugf("rdma_connect successful")
+	if s.o.settle > 0 {
+		select {
+		case <-time.After(s.o.settle):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 	start := byte(rpingFirstChar)
 	for ping := 0; s.o.count == 0 || ping < s.o.count; ping++ {
 		fillSource(s.start, ping, start)

@@ -29,7 +29,7 @@ func TestParseRpingArgs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o.port != 7174 || o.size != 64 || o.count != 0 || o.addr != "" {
+	if o.port != 7174 || o.size != 64 || o.count != 0 || o.addr != "" || o.settle != defaultSettle {
 		t.Fatalf("defaults: %+v", o)
 	}
 	// rping's size range: sizeof("2147483647") + sizeof("rdma-ping-%d: ") .. 64 KiB - 1.
@@ -45,7 +45,7 @@ func TestParseRpingArgs(t *testing.T) {
 	for _, bad := range [][]string{
 		{}, {"-s", "-c", "-a", "x"}, {"-c"}, {"-s", "-x"}, {"-s", "-C", "-1"}, {"-s", "-p"},
 		{"-s", "--fault", "sink-oob"}, {"-c", "-a", "x", "--fault", "write-bad-stag"}, {"-s", "--fault", "nope"},
-		{"-s", "--timeout", "x"}, {"-s", "stray"},
+		{"-s", "--timeout", "x"}, {"-s", "stray"}, {"-c", "-a", "x", "--settle", "-1s"},
 	} {
 		if _, err := parseRpingArgs(bad); err == nil {
 			t.Errorf("%q: no error", bad)

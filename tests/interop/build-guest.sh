@@ -42,7 +42,7 @@ guest_pkgs=(busybox-static dash iproute2 ibverbs-utils rdmacm-utils perftest ibv
 	libelf1 libmnl0 libpci3 libmd0 zlib1g libudev1 libzstd1 liblzma5 libgcc-s1)
 # (libgcc-s1: glibc dlopens libgcc_s for pthread_exit/cancellation, which rping uses.)
 # Binaries kept in the guest (everything else from those packages is dropped).
-guest_bins=(rping ucmatose udaddy rdma_server rdma_client ibv_devices ibv_devinfo ibv_rc_pingpong
+guest_bins=(rping ucmatose udaddy rdma_server rdma_client ibv_devices ibv_devinfo ibv_asyncwatch ibv_rc_pingpong
 	ibv_ud_pingpong ibv_srq_pingpong ib_send_bw ib_send_lat ib_write_bw ib_write_lat ib_read_bw
 	ib_read_lat ip rdma dash busybox)
 # Kernel modules loaded in the guest (dependencies follow from modules.dep).

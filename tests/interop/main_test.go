@@ -11,9 +11,10 @@ import (
 
 // The suite shares one guest: booting under TCG costs ~10 s of wall time.
 var (
-	shared     *Guest
-	skipReason string
-	results    Results
+	shared      *Guest
+	skipReason  string
+	results     Results
+	softrnicBin string // cmd/softrnic built for this run
 )
 
 const banner = "\n" +
@@ -42,6 +43,16 @@ func runMain(m *testing.M) int {
 		return 1
 	}
 	fmt.Fprintf(os.Stderr, "interop: guest image ready in %v (kernel %s)\n", time.Since(t0).Round(time.Second), img.Release)
+	binDir, err := os.MkdirTemp("", "softrnic-bin-")
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "interop: FAIL: %v\n", err)
+		return 1
+	}
+	defer os.RemoveAll(binDir)
+	if softrnicBin, err = BuildSoftrnic(binDir); err != nil {
+		fmt.Fprintf(os.Stderr, "interop: FAIL: %v\n", err)
+		return 1
+	}
 	t1 := time.Now()
 	g, err := Boot(img, Options{KeepDir: os.Getenv("SOFTRNIC_INTEROP_KEEP") == "1"})
 	if err != nil {

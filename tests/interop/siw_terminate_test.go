@@ -1,0 +1,217 @@
+package interop
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestCRC: softrnic asks for MPA CRC (C bit) in either role; siw accepts and uses it.
+// Proof: softrnic reports CRC negotiated and checks the CRC32c of every FPDU siw sends it
+// (a zero or wrong CRC would be a CRC error and a Terminate, failing the run); its
+// CRCErrors counter stays 0 while it received FPDUs.
+func TestCRC(t *testing.T) {
+	g := guest(t)
+	bin := softrnic(t)
+	const count, size = 20, 4096
+	t.Run("softrnic client", func(t *testing.T) {
+		record(t, PeerSiw, fmt.Sprintf("MPA CRC requested by softrnic, rping -C %d -S %d -V (guest server)", count, size), "client")
+		p := port()
+		srv, err := g.Start(guestRping(fmt.Sprintf("-s -a %s -p %d -S %d -v", GuestSiwAddr, p, size), "crcsrv", "server ping data: "), 120*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer srv.Kill()
+		time.Sleep(time.Second)
+		cli, err := g.StartHost(2*time.Minute, bin, "rping", "-c", "-a", GuestSiwAddr, "-p", strconv.Itoa(p),
+			"-C", strconv.Itoa(count), "-S", strconv.Itoa(size), "-V", "-v", "-d", "--crc", "--timeout", "90s")
+		if err != nil {
+			t.Fatal(err)
+		}
+		cr, err := cli.Wait(100 * time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sr, err := srv.Wait(30 * time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cr.Code != 0 || sr.Code != 0 {
+			t.Fatalf("softrnic client exit %d:\n%s\nguest server exit %d:\n%s", cr.Code, Tail(cr.Output, 3000), sr.Code, Tail(sr.Output, 3000))
+		}
+		checkHostPings(t, "softrnic client", cr.Output, "ping data: ", count, size)
+		checkGuestSummary(t, "guest rping server", sr.Output, "server ping data: ", count, size)
+		checkCRCUsed(t, cr.Output)
+	})
+	t.Run("softrnic server", func(t *testing.T) {
+		record(t, PeerSiw, fmt.Sprintf("MPA CRC required by softrnic, rping -C %d -S %d -V (guest client)", count, size), "server")
+		p := port()
+		srv, err := g.StartHost(2*time.Minute, bin, "rping", "-s", "-a", HostSiwAddr, "-p", strconv.Itoa(p), "-S", strconv.Itoa(size),
+			"-v", "-d", "--crc", "--timeout", "90s")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer srv.Kill()
+		if !srv.WaitOutput("listening on", 30*time.Second) {
+			t.Fatalf("softrnic server did not listen:\n%s", srv.Output())
+		}
+		cli, err := g.Run(guestRping(fmt.Sprintf("-c -a %s -p %d -C %d -S %d -V -v", HostSiwAddr, p, count, size), "crccli", "ping data: "), 100*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sr, err := srv.Wait(30 * time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cli.Code != 0 || sr.Code != 0 {
+			t.Fatalf("guest client exit %d:\n%s\nsoftrnic server exit %d:\n%s", cli.Code, Tail(cli.Output, 3000), sr.Code, Tail(sr.Output, 3000))
+		}
+		checkGuestSummary(t, "guest rping client", cli.Output, "ping data: ", count, size)
+		checkHostPings(t, "softrnic server", sr.Output, "server ping data: ", count, size)
+		checkCRCUsed(t, sr.Output)
+	})
+}
+
+func checkCRCUsed(t *testing.T, out string) {
+	t.Helper()
+	if !strings.Contains(out, " crc true ") {
+		t.Errorf("CRC not negotiated:\n%s", Tail(out, 2000))
+	}
+	if !strings.Contains(out, "CRCErrors:0 ") || strings.Contains(out, "RxSegments:0 ") {
+		t.Errorf("CRC errors or nothing received:\n%s", Tail(out, 2000))
+	}
+}
+
+// kernelLog turns on siw's debug messages (dynamic debug) and clears the guest kernel log;
+// the returned function collects the log and turns them off again. siw reports each
+// Terminate it receives with pr_warn ("siw: got TERMINATE. layer L, type T, code C") and,
+// with debug on, the Terminate it builds ("init TERM: layer L, type T, code C").
+func kernelLog(t *testing.T, g *Guest) func() string {
+	t.Helper()
+	const ctl = "/sys/kernel/debug/dynamic_debug/control"
+	if _, err := g.MustRun("mountpoint -q /sys/kernel/debug || mount -t debugfs none /sys/kernel/debug; "+
+		"dmesg -c > /dev/null; echo 'module siw +p' > "+ctl, 20*time.Second); err != nil {
+		t.Fatalf("enabling siw debug messages: %v", err)
+	}
+	return func() string {
+		out, err := g.MustRun("dmesg -c; echo 'module siw -p' > "+ctl, 20*time.Second)
+		if err != nil {
+			t.Errorf("reading the guest kernel log: %v", err)
+		}
+		return out
+	}
+}
+
+// TestSiwRefusesInvalidSTag: softrnic (rping server) uses a corrupted STag for its RDMA
+// WRITE, then for its RDMA READ; siw must refuse with a Terminate.
+func TestSiwRefusesInvalidSTag(t *testing.T) {
+	g := guest(t)
+	bin := softrnic(t)
+	for _, c := range []struct {
+		fault, op string
+		want      string // in softrnic's output
+		kernel    string // in the guest kernel log
+	}{
+		// siw finds the bad STag in the tagged Write (RFC 5041 §7.2 tagged buffer error,
+		// invalid STag: DDP layer 1, type 1, code 0) and sends that Terminate.
+		{"write-bad-stag", "RDMA WRITE",
+			"Terminate received: DDP tagged buffer error: invalid STag (1/1/0x00)",
+			"init TERM: layer 1, type 1, code 0"},
+		// siw finds the bad source STag when it builds the Read Response and means RDMAP
+		// layer 0, remote protection type 1, invalid STag code 0 (RFC 5040 §7.4.1), as its log
+		// says; but siw 6.1 encodes the Terminate control word with little-endian bitfields,
+		// which puts the EType in the Layer nibble and vice versa, so on the wire it reads as
+		// layer 1 (DDP), type 0 (catastrophic). softrnic decodes the wire per RFC 5040 §4.8.
+		{"read-bad-stag", "RDMA READ",
+			"wait for RDMA_READ_COMPLETE: Terminate received: DDP local catastrophic: local catastrophic (1/0/0x00)",
+			"init TERM: layer 0, type 1, code 0"},
+	} {
+		t.Run(c.fault, func(t *testing.T) {
+			record(t, PeerSiw, c.op+" to an invalid STag → siw Terminate; guest rping gets no ping", "server")
+			klog := kernelLog(t, g)
+			p := port()
+			srv, err := g.StartHost(time.Minute, bin, "rping", "-s", "-a", HostSiwAddr, "-p", strconv.Itoa(p), "-v", "-d", "--fault", c.fault, "--timeout", "45s")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer srv.Kill()
+			if !srv.WaitOutput("listening on", 30*time.Second) {
+				t.Fatalf("softrnic server did not listen:\n%s", srv.Output())
+			}
+			cli, err := g.Run(guestRping(fmt.Sprintf("-c -a %s -p %d -C 3 -S 64 -V -v", HostSiwAddr, p), "errcli", "ping data: "), 60*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sr, err := srv.Wait(50 * time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			kl := klog()
+			t.Logf("guest rping client (exit %d):\n%s\nsoftrnic server (exit %d):\n%s\nguest kernel log:\n%s",
+				cli.Code, Tail(cli.Output, 2000), sr.Code, Tail(sr.Output, 2000), Tail(kl, 3000))
+			if sr.Code == 0 || !strings.Contains(sr.Output, c.want) {
+				t.Errorf("softrnic server: exit %d, want %q in its output", sr.Code, c.want)
+			}
+			if !strings.Contains(kl, c.kernel) {
+				t.Errorf("guest kernel log lacks %q", c.kernel)
+			}
+			// rping ignores QP async events: its side of the error is a lost connection and
+			// a missing ping.
+			if !strings.Contains(cli.Output, "lines=0\n") || !strings.Contains(cli.Output, "client DISCONNECT EVENT...") {
+				t.Errorf("guest rping: want no ping and a disconnect, got:\n%s", cli.Output)
+			}
+		})
+	}
+}
+
+// TestSoftrnicTerminatesOutOfBoundsWrite: softrnic (rping client) advertises its sink half
+// a buffer past its start, so siw's RDMA WRITE of -S bytes (from the unmodified guest rping
+// server) runs past the end of softrnic's region: softrnic must send a Terminate (RFC 5041
+// §7.2 tagged buffer error, base or bounds violation: 1/1/0x01) and siw must take it.
+func TestSoftrnicTerminatesOutOfBoundsWrite(t *testing.T) {
+	g := guest(t)
+	bin := softrnic(t)
+	record(t, PeerSiw, "siw RDMA WRITE out of bounds into softrnic → softrnic Terminate (1/1/0x01)", "client")
+	klog := kernelLog(t, g)
+	p := port()
+	srv, err := g.Start(guestRping(fmt.Sprintf("-s -a %s -p %d -S 64 -v", GuestSiwAddr, p), "oobsrv", "server ping data: "), 60*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Kill()
+	time.Sleep(time.Second)
+	cli, err := g.StartHost(time.Minute, bin, "rping", "-c", "-a", GuestSiwAddr, "-p", strconv.Itoa(p), "-C", "3", "-S", "64", "-V", "-v", "-d",
+		"--fault", "sink-oob", "--timeout", "45s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cr, err := cli.Wait(50 * time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sr, err := srv.Wait(30 * time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kl := klog()
+	t.Logf("softrnic client (exit %d):\n%s\nguest rping server (exit %d):\n%s\nguest kernel log:\n%s",
+		cr.Code, Tail(cr.Output, 2000), sr.Code, Tail(sr.Output, 2000), Tail(kl, 3000))
+	// siw logs every Terminate it receives (siw_proc_terminate, pr_warn).
+	if !strings.Contains(kl, "siw: got TERMINATE. layer 1, type 1, code 1") {
+		t.Errorf("guest kernel log lacks siw's report of the Terminate")
+	}
+	// The first ping's Read worked, the Write was refused: rping printed the read data once
+	// and then saw the connection go down.
+	if !strings.Contains(sr.Output, "lines=1\n") || !strings.Contains(sr.Output, "server DISCONNECT EVENT...") {
+		t.Errorf("guest rping server: want one ping read and a disconnect, got:\n%s", sr.Output)
+	}
+	want := "Terminate sent: DDP tagged buffer error: base or bounds violation (1/1/0x01)"
+	if cr.Code == 0 || !strings.Contains(cr.Output, want) {
+		t.Errorf("softrnic client: exit %d, want %q", cr.Code, want)
+	}
+	if strings.Contains(cr.Output, "\nping data: ") {
+		t.Errorf("softrnic client completed a ping despite the out-of-bounds write")
+	}
+}
