@@ -10,9 +10,17 @@ import (
 	"github.com/softrnic/softrnic/rnic"
 )
 
-// Connection qualifiers map to TCP ports over iWARP, as OFA DAPL's cma
-// provider maps them (spec §6.4.2): 1..65535.
-func portOf(q ConnQual) (int, bool) { return int(q), q > 0 && q <= 0xFFFF }
+// Connection qualifiers map to TCP ports over iWARP the way OFA DAPL's cma
+// provider maps a service ID (spec §6.4.2): a qualifier up to 0xFFFF is the
+// port itself; a larger one folds into the top range,
+// (q mod 32001) + (65535 - 32001). Qualifier 0 is not a valid port.
+func portOf(q ConnQual) (int, bool) {
+	const mod = 32001
+	if q > 0xFFFF {
+		return int(q%mod) + (0xFFFF - mod), true
+	}
+	return int(q), q > 0
+}
 
 // PSP is a Public Service Point (spec §6.4.4.1): a persistent listener that
 // turns every connection request into a CR on its EVD.
@@ -84,7 +92,7 @@ func (ia *IA) CreatePSP(qual ConnQual, evd *EVD, flags PSPFlags) (*PSP, error) {
 	if flags != PSPConsumer && flags != PSPProvider {
 		return nil, invalidArg(4)
 	}
-	return ia.createPSP(port, evd, flags)
+	return ia.createPSP(qual, port, evd, flags)
 }
 
 // CreatePSPAny is dat_psp_create_any (spec §6.4.4.1.2): the provider picks
@@ -99,7 +107,7 @@ func (ia *IA) CreatePSPAny(evd *EVD, flags PSPFlags) (*PSP, ConnQual, error) {
 	if flags != PSPConsumer && flags != PSPProvider {
 		return nil, 0, invalidArg(4)
 	}
-	p, err := ia.createPSP(0, evd, flags)
+	p, err := ia.createPSP(0, 0, evd, flags)
 	if err != nil {
 		if errors.Is(err, ErrConnQualInUse) {
 			err = ErrConnQualUnavailable
@@ -109,7 +117,7 @@ func (ia *IA) CreatePSPAny(evd *EVD, flags PSPFlags) (*PSP, ConnQual, error) {
 	return p, p.qual, nil
 }
 
-func (ia *IA) createPSP(port int, evd *EVD, flags PSPFlags) (*PSP, error) {
+func (ia *IA) createPSP(qual ConnQual, port int, evd *EVD, flags PSPFlags) (*PSP, error) {
 	if err := ia.needTransport(); err != nil {
 		return nil, err
 	}
@@ -117,7 +125,10 @@ func (ia *IA) createPSP(port int, evd *EVD, flags PSPFlags) (*PSP, error) {
 	if err != nil {
 		return nil, ErrConnQualInUse
 	}
-	p := &PSP{qual: ConnQual(ln.addr().Port), evd: evd, flags: flags, ln: ln}
+	if qual == 0 {
+		qual = ConnQual(ln.addr().Port)
+	}
+	p := &PSP{qual: qual, evd: evd, flags: flags, ln: ln}
 	p.ia = ia
 	if err := ia.register(p); err != nil {
 		ln.close()
@@ -245,7 +256,7 @@ func (ia *IA) CreateRSP(qual ConnQual, ep *EP, evd *EVD) (*RSP, error) {
 	if err != nil {
 		return nil, ErrConnQualInUse
 	}
-	r := &RSP{qual: ConnQual(ln.addr().Port), evd: evd, ep: ep, ln: ln}
+	r := &RSP{qual: qual, evd: evd, ep: ep, ln: ln}
 	r.ia = ia
 	if err := ia.register(r); err != nil {
 		ln.close()

@@ -239,7 +239,6 @@ func TestConnectArgumentErrors(t *testing.T) {
 		{&net.IPAddr{IP: net.IPv4bcast}, 1, time.Second, nil, 0, 0, ErrInvalidAddressUnsupported},
 		{&net.IPAddr{IP: net.ParseIP("224.0.0.1")}, 1, time.Second, nil, 0, 0, ErrInvalidAddressUnsupported},
 		{loopback(), 0, time.Second, nil, 0, 0, ErrInvalidParameter},
-		{loopback(), 70000, time.Second, nil, 0, 0, ErrInvalidParameter},
 		{loopback(), 1, 0, nil, 0, 0, ErrInvalidParameter},
 		{loopback(), 1, time.Second, make([]byte, MaxPrivateData+1), 0, 0, ErrInvalidParameter},
 		{loopback(), 1, time.Second, nil, QoSPremium, 0, ErrModelNotSupported},
@@ -362,5 +361,43 @@ func TestDisconnectAbruptFlushes(t *testing.T) {
 	}
 	if !bytes.Equal(nil, nil) {
 		t.Fatal()
+	}
+}
+
+func TestConnQualMapping(t *testing.T) {
+	for _, c := range []struct {
+		q    ConnQual
+		port int
+		ok   bool
+	}{{0, 0, false}, {1, 1, true}, {4791, 4791, true}, {0xFFFF, 0xFFFF, true},
+		{0x10000, 0x10000%32001 + 33534, true}, {1 << 40, int((1<<40)%32001) + 33534, true}} {
+		p, ok := portOf(c.q)
+		if ok != c.ok || (ok && p != c.port) || p > 0xFFFF {
+			t.Errorf("portOf(%d) = %d %v, want %d %v", c.q, p, ok, c.port, c.ok)
+		}
+	}
+	// a large qualifier connects through its folded port
+	srv, cli := newSide(t, "server"), newSide(t, "client")
+	var qual ConnQual
+	var psp *PSP
+	for q := ConnQual(0x1234500); ; q++ {
+		var err error
+		if psp, err = srv.ia.CreatePSP(q, srv.cr, PSPConsumer); err == nil {
+			qual = q
+			break
+		}
+	}
+	if p, _ := psp.Query(PSPFieldConnQual); p.ConnQual != qual {
+		t.Fatal(p.ConnQual)
+	}
+	cli.ep.Connect(loopback(), qual, waitT, nil, 0, 0)
+	ev := srv.wait(srv.cr)
+	if ev.CR.ConnQual != qual {
+		t.Fatal(ev.CR.ConnQual)
+	}
+	ev.CR.CR.Accept(srv.ep, nil)
+	cli.waitConn(ConnectionEventEstablished)
+	if p, _ := cli.ep.Query(EPFieldRemotePortQual); p.RemotePort != qual {
+		t.Fatal(p.RemotePort)
 	}
 }

@@ -17,7 +17,8 @@
 // holds DefaultConf, in dat.conf format: "softrnic-iwarp" and an
 // "ofa-v2-iwarp" alias). A provider's instance data names the transport and
 // local address, "iwarp 127.0.0.1". Each IA owns one engine device; a
-// connection qualifier is a TCP port (as OFA DAPL maps it for iWARP).
+// connection qualifier is a TCP port, folded into 33534..65534 above 0xFFFF
+// as OFA DAPL's cma provider does.
 // Adding a transport (RoCEv2) means one transport_*.go file implementing
 // the small transport interface and registering a factory.
 //
