@@ -49,13 +49,17 @@ type Conn struct {
 	rxEOF    bool
 	err      error
 
-	// sender-owned
-	tx     txBatch
-	txMSN  [4]uint32
-	hdr    [96]byte
-	pieces [][]byte
-	held   *rnic.SendWQE
-	reqID  uint32
+	// sender state, guarded by txMu (held by the sender goroutine or the fast path)
+	txMu     sync.Mutex
+	ready    atomic.Bool // gate passed and RTR sent: the fast path may run
+	txDone   bool
+	lastFast int64 // time of the last fast-path attempt (UnixNano)
+	tx       txBatch
+	txMSN    [4]uint32
+	hdr      [96]byte
+	pieces   [][]byte
+	held     *rnic.SendWQE
+	reqID    uint32
 
 	// receiver-owned
 	rxMSN     [4]uint32
@@ -208,8 +212,19 @@ func (c *Conn) Close() error {
 	return nil
 }
 
-// SendQueued implements rnic.QPTransport.
-func (c *Conn) SendQueued() { c.wake() }
+// SendQueued implements rnic.QPTransport. Small work is written by the calling goroutine
+// when the sender goroutine is idle (see fastPump).
+func (c *Conn) SendQueued() {
+	if !c.ready.Load() || !c.txMu.TryLock() {
+		c.wake()
+		return
+	}
+	more := c.fastPump()
+	c.txMu.Unlock()
+	if more {
+		c.wake()
+	}
+}
 
 // Disconnect implements rnic.QPTransport.
 func (c *Conn) Disconnect(graceful bool) {
@@ -340,16 +355,42 @@ func (c *Conn) sendLoop() {
 		}
 	}
 	c.wake() // kicks consumed while gated
+	c.txMu.Lock()
 	if c.initiator && c.params.P2P {
 		err := c.sendRTR()
 		if err == nil {
 			err = c.flush()
 		}
 		if err != nil {
+			c.txMu.Unlock()
 			c.fail(rnic.EventQPFatal, err)
 			return
 		}
 	}
+	c.ready.Store(true)
+	c.txMu.Unlock()
+	for {
+		c.txMu.Lock()
+		exit := c.pump()
+		if exit {
+			c.txDone = true
+		}
+		c.txMu.Unlock()
+		if exit {
+			return
+		}
+		select {
+		case <-c.kick:
+		case <-c.quit:
+			return
+		}
+	}
+}
+
+// pump sends everything that can be sent without waiting: a pending Terminate, Read and
+// atomic responses, then send-queue work. It reports whether the sender must exit.
+// The caller holds txMu.
+func (c *Conn) pump() (exit bool) {
 	for {
 		c.mu.Lock()
 		if c.termSend {
@@ -371,14 +412,14 @@ func (c *Conn) sendLoop() {
 			terr := &TermError{TerminateError: te, Sent: true}
 			c.setErr(terr)
 			c.qp.Fatal(eventFor(te), terr)
-			return
+			return true
 		}
 		if c.irq.n > 0 {
 			e := c.irq.pop()
 			c.mu.Unlock()
 			if err := c.sendResponse(&e); err != nil {
 				c.fail(rnic.EventQPFatal, &LLPError{Err: err})
-				return
+				return true
 			}
 			continue
 		}
@@ -389,7 +430,7 @@ func (c *Conn) sendLoop() {
 			if tc, ok := c.nc.(*net.TCPConn); ok {
 				_ = tc.CloseWrite()
 			}
-			return
+			return true
 		}
 		w := c.held
 		if w == nil {
@@ -398,7 +439,7 @@ func (c *Conn) sendLoop() {
 		if w == nil {
 			if err := c.flush(); err != nil {
 				c.fail(rnic.EventQPFatal, &LLPError{Err: err})
-				return
+				return true
 			}
 			if closing && outstanding == 0 && !c.qp.SendPending() {
 				if tc, ok := c.nc.(*net.TCPConn); ok {
@@ -406,37 +447,77 @@ func (c *Conn) sendLoop() {
 				} else {
 					c.abort(false)
 				}
-				return
+				return true
 			}
-			select {
-			case <-c.kick:
-			case <-c.quit:
-				return
-			}
-			continue
+			return false
 		}
 		if c.blocked(w, outstanding) {
+			c.held = w
 			if err := c.flush(); err != nil {
 				c.fail(rnic.EventQPFatal, &LLPError{Err: err})
-				return
+				return true
 			}
-			c.held = w
 			if !c.blocked(w, c.outstanding()) {
 				continue
 			}
-			select {
-			case <-c.kick:
-			case <-c.quit:
-				return
-			}
-			continue
+			return false
 		}
 		c.held = nil
 		if err := c.sendWQE(w); err != nil {
 			c.fail(rnic.EventQPFatal, &LLPError{Err: err})
-			return
+			return true
 		}
 	}
+}
+
+// fastMax is the largest send WQE the posting goroutine transmits itself; fastIdle is
+// how long the connection must have been idle for the fast path (ns): back-to-back posts
+// are left to the sender goroutine, which coalesces them into one vectored write.
+const (
+	fastMax  = 16 << 10
+	fastIdle = 5000
+)
+
+// fastPump is the doorbell fast path: when the sender goroutine is idle, the goroutine
+// that posted work writes small WQEs itself, saving a goroutine hand-off per message.
+// Anything else (responses, Terminates, fences, large WQEs, closing) is left to the sender
+// goroutine; more reports that it must be woken. The caller holds txMu.
+func (c *Conn) fastPump() (more bool) {
+	if c.txDone || c.quitting() || c.held != nil {
+		return !c.txDone
+	}
+	now := time.Now().UnixNano()
+	if now-c.lastFast < fastIdle {
+		// Posts are streaming in: let the sender goroutine batch them.
+		c.lastFast = now
+		return true
+	}
+	c.lastFast = now
+	c.mu.Lock()
+	special := c.termSend || c.irq.n > 0 || c.closing || c.rxEOF
+	c.mu.Unlock()
+	if special {
+		return true
+	}
+	for i := 0; i < 16; i++ {
+		w := c.qp.NextSend()
+		if w == nil {
+			break
+		}
+		if w.Len > fastMax || c.blocked(w, c.outstanding()) {
+			c.held = w
+			break
+		}
+		if err := c.sendWQE(w); err != nil {
+			c.fail(rnic.EventQPFatal, &LLPError{Err: err})
+			return false
+		}
+	}
+	if err := c.flush(); err != nil {
+		c.fail(rnic.EventQPFatal, &LLPError{Err: err})
+		return false
+	}
+	return c.held != nil || c.qp.SendPending()
 }
 
 func (c *Conn) outstanding() int {
