@@ -90,8 +90,9 @@ func (cq *CQ) Arm(solicitedOnly bool) {
 // C returns the notification channel (capacity 1) signalled when an armed CQ fires.
 func (cq *CQ) C() <-chan struct{} { return cq.ch }
 
-// SetHandler sets a function called (on a transport goroutine, without locks held) each
-// time the armed CQ fires. It must not block; it may Poll and Arm.
+// SetHandler sets a function called (on a transport goroutine, or one that posted work,
+// without engine locks held) each time the armed CQ fires. It must not block or destroy
+// QPs; it may Poll, Arm and post work.
 func (cq *CQ) SetHandler(h func(*CQ)) {
 	cq.mu.Lock()
 	cq.handler = h

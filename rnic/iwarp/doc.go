@@ -24,9 +24,13 @@
 // with the mpa.Reader, then checks the CRC. Every violation is answered with a Terminate
 // carrying the RFC 5040/5041/5044 layer, type and code; the QP then moves to Error.
 //
-// The sender is the only writer of the socket: it sends Terminates, Read/atomic
-// responses (streamed from the source region) and send-queue work, segmented to the
-// negotiated MULPDU, with one vectored write per FPDU straight from registered memory.
+// The sender writes Terminates, Read/atomic responses (streamed from the source region)
+// and send-queue work, segmented to the negotiated MULPDU, straight from registered memory:
+// without Markers it frames the FPDUs itself and writes all that is queued with one
+// vectored write. One writer runs at a time: the per-QP sender goroutine, or — when the
+// connection is idle and the work request is small — the goroutine that posted it (a
+// doorbell fast path that saves a goroutine hand-off per message). Completions, and so
+// CQ handlers, can therefore run on a goroutine that called PostSend.
 //
 // iWARP has no receiver-not-ready flow control: a Send (or Immediate Data) that arrives
 // with no receive posted is answered with Terminate DDP / untagged buffer / "no buffer
