@@ -322,7 +322,7 @@ func benchSend(b *testing.B, crc bool, size int) {
 		}
 	}
 	var posted atomic.Int64
-	posted.Store(depth)
+	posted.Store(int64(depth))
 	stop := make(chan struct{})
 	srvDone := make(chan struct{})
 	go func() {
