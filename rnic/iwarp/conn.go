@@ -284,6 +284,11 @@ func (c *Conn) exit() {
 		return
 	}
 	c.abort(false)
+	// Wait out a fast path running on a posting goroutine (its writes fail now that the
+	// socket is closed) and keep it out, so no WQE is touched after the flush.
+	c.txMu.Lock()
+	c.txDone = true
+	c.txMu.Unlock()
 	c.mu.Lock()
 	if c.timer != nil {
 		c.timer.Stop()
