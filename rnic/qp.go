@@ -46,6 +46,7 @@ type SendWQE struct {
 	inline []byte
 	done   bool
 	status Status
+	seq    uint64 // post sequence number
 }
 
 // QP is a reliable-connected queue pair.
@@ -193,6 +194,7 @@ func (q *QP) PostSend(wr *SendWR) error {
 	w.done = false
 	w.status = StatusSuccess
 	w.Scratch = [4]uint64{}
+	w.seq = q.sqTl
 	if q.attr.SignalAll {
 		w.Flags |= Signaled
 	}
@@ -455,9 +457,14 @@ func (q *QP) IsOldest(w *SendWQE) bool {
 
 // CompleteSend finishes a send WQE taken with NextSend. Completions are generated in post
 // order, for signaled WRs and for every error. It does not change the QP state: on an
-// error the transport also calls Fatal.
+// error the transport also calls Fatal. Completing a WQE twice, or after it was flushed,
+// is ignored.
 func (q *QP) CompleteSend(w *SendWQE, st Status) {
 	q.mu.Lock()
+	if w.done || w.seq < q.sqHead || w.seq >= q.sqNext {
+		q.mu.Unlock() // already completed or flushed: ignore
+		return
+	}
 	w.done = true
 	w.status = st
 	fs := q.retireLocked(false)
