@@ -197,10 +197,11 @@ func (pd *PD) AllocMW(typ int) (*MW, error) {
 	return &MW{pd: pd, obj: o}, nil
 }
 
-func (pd *PD) rlock() func() { pd.dev.memMu.RLock(); return pd.dev.memMu.RUnlock }
+func (pd *PD) rlock()   { pd.dev.memMu.RLock() }
+func (pd *PD) runlock() { pd.dev.memMu.RUnlock() }
 
 // STag returns the region's current STag (its lkey and rkey).
-func (m *MR) STag() uint32 { defer m.pd.rlock()(); return m.obj.stag }
+func (m *MR) STag() uint32 { m.pd.rlock(); defer m.pd.runlock(); return m.obj.stag }
 
 // LKey is STag, named for verbs users.
 func (m *MR) LKey() uint32 { return m.STag() }
@@ -209,26 +210,27 @@ func (m *MR) LKey() uint32 { return m.STag() }
 func (m *MR) RKey() uint32 { return m.STag() }
 
 // Addr returns the IOVA (tagged offset) of the region's first byte.
-func (m *MR) Addr() uint64 { defer m.pd.rlock()(); return m.obj.iova }
+func (m *MR) Addr() uint64 { m.pd.rlock(); defer m.pd.runlock(); return m.obj.iova }
 
 // Buf returns the registered memory.
-func (m *MR) Buf() []byte { defer m.pd.rlock()(); return m.obj.buf }
+func (m *MR) Buf() []byte { m.pd.rlock(); defer m.pd.runlock(); return m.obj.buf }
 
 // Len returns the region's length.
-func (m *MR) Len() int { defer m.pd.rlock()(); return len(m.obj.buf) }
+func (m *MR) Len() int { m.pd.rlock(); defer m.pd.runlock(); return len(m.obj.buf) }
 
 // Access returns the region's rights.
-func (m *MR) Access() Access { defer m.pd.rlock()(); return m.obj.access }
+func (m *MR) Access() Access { m.pd.rlock(); defer m.pd.runlock(); return m.obj.access }
 
 // Valid reports whether the STag is valid (not invalidated, or fast-registered).
-func (m *MR) Valid() bool { defer m.pd.rlock()(); return m.obj.valid }
+func (m *MR) Valid() bool { m.pd.rlock(); defer m.pd.runlock(); return m.obj.valid }
 
 // PD returns the region's protection domain.
 func (m *MR) PD() *PD { return m.pd }
 
 // SGE returns the scatter/gather element for n bytes at offset off of the region.
 func (m *MR) SGE(off, n int) SGE {
-	defer m.pd.rlock()()
+	m.pd.rlock()
+	defer m.pd.runlock()
 	return SGE{Addr: m.obj.iova + uint64(off), Length: uint32(n), LKey: m.obj.stag}
 }
 
@@ -245,7 +247,7 @@ func (m *MR) Dereg() error {
 }
 
 // STag returns the window's current STag.
-func (w *MW) STag() uint32 { defer w.pd.rlock()(); return w.obj.stag }
+func (w *MW) STag() uint32 { w.pd.rlock(); defer w.pd.runlock(); return w.obj.stag }
 
 // RKey is STag, named for verbs users.
 func (w *MW) RKey() uint32 { return w.STag() }
@@ -259,7 +261,7 @@ func (w *MW) Type() int {
 }
 
 // Valid reports whether the window is bound and not invalidated.
-func (w *MW) Valid() bool { defer w.pd.rlock()(); return w.obj.valid }
+func (w *MW) Valid() bool { w.pd.rlock(); defer w.pd.runlock(); return w.obj.valid }
 
 // Dealloc releases the window.
 func (w *MW) Dealloc() error {
