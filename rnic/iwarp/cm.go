@@ -165,7 +165,9 @@ func (l *Listener) Close() error {
 	for {
 		select {
 		case r := <-l.reqs:
-			_ = r.nc.Close()
+			if r.take() {
+				_ = r.nc.Close()
+			}
 		default:
 			return nil
 		}
@@ -197,6 +199,12 @@ func (l *Listener) handshake(nc net.Conn) {
 		return
 	}
 	r := &ConnRequest{l: l, nc: nc, req: f, raw: raw}
+	// An unanswered request is dropped after the MPA timeout (the initiator gives up too).
+	r.timer = time.AfterFunc(l.cfg.Timeout, func() {
+		if r.take() {
+			_ = nc.Close()
+		}
+	})
 	select {
 	case l.reqs <- r:
 	default:
@@ -216,14 +224,16 @@ func (l *Listener) Accept(ctx context.Context) (*ConnRequest, error) {
 	}
 }
 
-// ConnRequest is an incoming connection request (a received MPA Request frame).
+// ConnRequest is an incoming connection request (a received MPA Request frame). It must
+// be answered with Accept or Reject within Config.Timeout, else the connection is dropped.
 type ConnRequest struct {
 	l    *Listener
 	nc   net.Conn
 	req  mpa.Frame
 	raw  []byte
-	mu   sync.Mutex
-	used bool
+	mu    sync.Mutex
+	used  bool
+	timer *time.Timer
 }
 
 // PrivateData returns the initiator's private data (without the RFC 6581 IRD/ORD word).
@@ -251,6 +261,9 @@ func (r *ConnRequest) take() bool {
 		return false
 	}
 	r.used = true
+	if r.timer != nil {
+		r.timer.Stop()
+	}
 	return true
 }
 
