@@ -200,11 +200,13 @@ func (l *Listener) handshake(nc net.Conn) {
 	}
 	r := &ConnRequest{l: l, nc: nc, req: f, raw: raw}
 	// An unanswered request is dropped after the MPA timeout (the initiator gives up too).
+	r.mu.Lock()
 	r.timer = time.AfterFunc(l.cfg.Timeout, func() {
 		if r.take() {
 			_ = nc.Close()
 		}
 	})
+	r.mu.Unlock()
 	select {
 	case l.reqs <- r:
 	default:
