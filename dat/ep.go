@@ -69,8 +69,9 @@ const (
 )
 
 // reqSlot remembers a posted request (send queue) work request; it is
-// indexed by WRID modulo the ring size, which is at least the engine's send
-// queue depth, so a live WQE's slot is never reused.
+// indexed by WRID modulo the ring size, which is twice the engine's send
+// queue depth, so a live WQE's slot is never reused (suppressed successful
+// requests never complete, so slots are not freed by completions).
 type reqSlot struct {
 	seq    uint64
 	cookie uint64
@@ -127,6 +128,9 @@ type EP struct {
 	rwr     rnic.RecvWR
 	rPosted uint64 // receives posted to the EP's own queue
 	rDone   uint64 // …and completed
+	rReaped uint64 // …and dequeued by the Consumer
+	reaped  uint64 // highest request WRID whose completion was dequeued
+	gen     uint32 // engine QP generation (Reset/Modify make a new QP)
 }
 
 // HandleType implements Handle.
@@ -296,17 +300,44 @@ func (ep *EP) makeQP() error {
 		return ErrResourceTEP
 	}
 	ep.qp = qp
-	if len(ep.req) < ep.attr.MaxRequestDTOs {
-		ep.req = make([]reqSlot, ep.attr.MaxRequestDTOs)
+	// twice the queue depth: a post that the engine refuses (queue full)
+	// must not overwrite the slot of a still outstanding work request
+	if len(ep.req) < 2*ep.attr.MaxRequestDTOs {
+		ep.req = make([]reqSlot, 2*ep.attr.MaxRequestDTOs)
 	}
-	if ep.srq == nil && len(ep.rcv) < ep.attr.MaxRecvDTOs {
-		ep.rcv = make([]recvSlot, ep.attr.MaxRecvDTOs)
+	if ep.srq == nil && len(ep.rcv) < 2*ep.attr.MaxRecvDTOs {
+		ep.rcv = make([]recvSlot, 2*ep.attr.MaxRecvDTOs)
 	}
-	ep.rPosted, ep.rDone = 0, 0
+	ep.slotMu.Lock()
+	ep.rPosted, ep.rDone, ep.rReaped = 0, 0, 0
+	ep.reaped = ep.reqSeq
+	ep.gen++
+	ep.slotMu.Unlock()
 	ia.mu.Lock()
 	ia.eps[qp.Num()] = ep
 	ia.mu.Unlock()
 	return nil
+}
+
+// reap frees the queue entry of a dequeued completion (spec §6.8.1: a
+// request or receive stays outstanding until its completion is reaped; a
+// suppressed request is freed with the next reaped request after it).
+func (ep *EP) reap(ev *Event) {
+	if ev.rkind == reapSRQ {
+		if ep.srq != nil {
+			ep.srq.reap()
+		}
+		return
+	}
+	ep.slotMu.Lock()
+	if ev.rgen == ep.gen {
+		if ev.rkind == reapReq && ev.rseq > ep.reaped {
+			ep.reaped = ev.rseq
+		} else if ev.rkind == reapRecv {
+			ep.rReaped++
+		}
+	}
+	ep.slotMu.Unlock()
 }
 
 // dropQP destroys the engine QP (flushing its work) and forgets it.

@@ -300,6 +300,9 @@ func (e *EVD) pop() Event {
 	e.q[e.head] = Event{}
 	e.head = (e.head + 1) % len(e.q)
 	e.n--
+	if ev.rkind != 0 {
+		ev.rep.reap(&ev)
+	}
 	return ev
 }
 

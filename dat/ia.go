@@ -22,20 +22,22 @@ type IA struct {
 	tr    transport
 	local net.IP
 
-	mu       sync.Mutex
-	objs     map[Handle]struct{}
-	closedCh chan struct{}
-	asyncEVD *EVD
-	ownAsync bool
-	eps      map[uint32]*EP // by QP number
-	nullCQ   *rnic.CQ
-	srqs     map[*rnic.SRQ]*SRQ
-	psps     map[ConnQual]*PSP
-	ctx      context.Context
-	cancel   context.CancelFunc
-	lmrMu    sync.RWMutex
-	lmrs     map[uint32]*LMR // by lmr_context
-	wg       sync.WaitGroup  // IA goroutines (event pump, connection handlers)
+	mu        sync.Mutex
+	objs      map[Handle]struct{}
+	closedCh  chan struct{}
+	asyncEVD  *EVD
+	ownAsync  bool
+	eps       map[uint32]*EP // by QP number
+	nullCQ    *rnic.CQ
+	nullMu    sync.Mutex
+	nullDrain cqDrain
+	srqs      map[*rnic.SRQ]*SRQ
+	psps      map[ConnQual]*PSP
+	ctx       context.Context
+	cancel    context.CancelFunc
+	lmrMu     sync.RWMutex
+	lmrs      map[uint32]*LMR // by lmr_context
+	wg        sync.WaitGroup  // IA goroutines (event pump, connection handlers)
 }
 
 // HandleType implements Handle.

@@ -108,7 +108,20 @@ type Event struct {
 	Conn     ConnectionData    // ConnectionEvent*
 	Async    AsyncError        // AsyncError*, HA events
 	Software any               // SoftwareEvent: DAT_SOFTWARE_EVENT_DATA pointer
+
+	// reaping: a DTO/RMR completion frees its EP or SRQ queue entry only
+	// when the Consumer dequeues it (spec §6.8.1)
+	rkind uint8 // reapReq, reapRecv, reapSRQ
+	rgen  uint32
+	rseq  uint64
+	rep   *EP
 }
+
+const (
+	reapReq = iota + 1
+	reapRecv
+	reapSRQ
+)
 
 // DTOCompletion is DAT_DTO_COMPLETION_EVENT_DATA. Length, RMRContext (and
 // Immediate, for the extension) are defined only on DTOSuccess.

@@ -51,9 +51,15 @@ func sendFlags(f CompletionFlags) rnic.SendFlags {
 
 // postReq fills the request slot and posts ep.wr; caller holds sendMu.
 func (ep *EP) postReq(qp *rnic.QP, op DTOOp, cookie, length uint64, f CompletionFlags, rmr *RMR, ext bool) error {
+	ep.slotMu.Lock()
+	if ep.reqSeq-ep.reaped >= uint64(ep.attr.MaxRequestDTOs) {
+		// every request queue entry is held by an unreaped completion
+		ep.slotMu.Unlock()
+		ep.wr = rnic.SendWR{}
+		return ErrResourceTEP
+	}
 	ep.reqSeq++
 	seq := ep.reqSeq
-	ep.slotMu.Lock()
 	ep.req[seq%uint64(len(ep.req))] = reqSlot{seq: seq, cookie: cookie, length: length, op: op, flags: f, rmr: rmr, ext: ext}
 	ep.slotMu.Unlock()
 	ep.wr.WRID = seq
@@ -250,9 +256,13 @@ func (ep *EP) PostRecv(iov []LMRTriplet, cookie uint64, flags CompletionFlags) e
 	if err != nil {
 		return err
 	}
+	ep.slotMu.Lock()
+	if ep.rPosted-ep.rReaped >= uint64(ep.attr.MaxRecvDTOs) {
+		ep.slotMu.Unlock()
+		return ErrResourceTEP
+	}
 	ep.rcvSeq++
 	seq := ep.rcvSeq
-	ep.slotMu.Lock()
 	slot := &ep.rcv[seq%uint64(len(ep.rcv))]
 	*slot = recvSlot{seq: seq, cookie: cookie, flags: flags}
 	ep.rPosted++
@@ -422,7 +432,7 @@ func (ia *IA) cqFor(e *EVD) (*rnic.CQ, error) {
 				return nil, ErrResourceTEVD
 			}
 			ia.nullCQ = cq
-			cq.SetHandler(func(cq *rnic.CQ) { drainCQ(nil, cq) })
+			cq.SetHandler(func(cq *rnic.CQ) { drainCQ(ia, nil, cq) })
 			cq.Arm(false)
 		}
 		return ia.nullCQ, nil
@@ -436,7 +446,7 @@ func (ia *IA) cqFor(e *EVD) (*rnic.CQ, error) {
 			return nil, ErrResourceTEVD
 		}
 		e.cq = cq
-		cq.SetHandler(func(cq *rnic.CQ) { drainCQ(e, cq) })
+		cq.SetHandler(func(cq *rnic.CQ) { drainCQ(ia, e, cq) })
 		cq.Arm(false)
 	}
 	return e.cq, nil
@@ -448,22 +458,22 @@ type cqDrain struct {
 
 // drainCQ moves engine completions into DAT events. It runs on transport
 // goroutines (the CQ handler) and never blocks.
-func drainCQ(e *EVD, cq *rnic.CQ) {
+func drainCQ(ia *IA, e *EVD, cq *rnic.CQ) {
 	var d *cqDrain
 	if e != nil {
 		e.drainMu.Lock()
 		defer e.drainMu.Unlock()
 		d = &e.drain
 	} else {
-		d = new(cqDrain)
+		ia.nullMu.Lock()
+		defer ia.nullMu.Unlock()
+		d = &ia.nullDrain
 	}
 	rearmed := false
 	for {
 		n, err := cq.Poll(d.wc[:])
 		for i := 0; i < n; i++ {
-			if e != nil {
-				e.ia.completion(e, &d.wc[i])
-			}
+			ia.completion(e, &d.wc[i])
 		}
 		if err != nil && e != nil {
 			e.mu.Lock()
@@ -511,13 +521,15 @@ func dtoStatus(s rnic.Status) DTOStatus {
 	return DTOErrTransport
 }
 
-// completion translates one engine completion polled from e's CQ.
+// completion translates one engine completion polled from e's CQ (e is nil
+// for the IA's discard CQ).
 func (ia *IA) completion(e *EVD, wc *rnic.Completion) {
 	ep := ia.epByQPN(wc.QPNum)
 	if ep == nil {
 		return
 	}
 	var ev Event
+	var gen uint32
 	notify := true
 	if wc.Opcode == rnic.WCRecv || wc.Opcode == rnic.WCRecvRDMAWithImm {
 		var cookie uint64
@@ -541,6 +553,7 @@ func (ia *IA) completion(e *EVD, wc *rnic.Completion) {
 			cookie, flags = slot.cookie, slot.flags
 			*slot = recvSlot{}
 			ep.rDone++
+			gen = ep.gen
 			ep.slotMu.Unlock()
 		}
 		ev = Event{Number: DTOCompletionEvent, DTO: DTOCompletion{EP: ep, Cookie: cookie, Status: dtoStatus(wc.Status),
@@ -554,6 +567,10 @@ func (ia *IA) completion(e *EVD, wc *rnic.Completion) {
 			ev.DTO.Op = DTOExtRecvImmed
 			ev.DTO.Immediate = wc.Imm
 		}
+		ev.rkind, ev.rgen, ev.rep = reapRecv, gen, ep
+		if wc.SRQ {
+			ev.rkind = reapSRQ
+		}
 		rf := ep.attr.RecvCompletionFlags
 		switch {
 		case rf&CompletionUnsignalled != 0:
@@ -564,6 +581,7 @@ func (ia *IA) completion(e *EVD, wc *rnic.Completion) {
 	} else {
 		ep.slotMu.Lock()
 		slot := ep.req[wc.WRID%uint64(len(ep.req))]
+		gen = ep.gen
 		ep.slotMu.Unlock()
 		if slot.seq != wc.WRID {
 			return
@@ -579,6 +597,14 @@ func (ia *IA) completion(e *EVD, wc *rnic.Completion) {
 			}
 		}
 		notify = slot.flags&CompletionUnsignalled == 0
+		ev.rkind, ev.rgen, ev.rseq, ev.rep = reapReq, gen, slot.seq, ep
+	}
+	if e == nil {
+		// a stream nobody listens to (DAT_HANDLE_NULL EVD): reap at once
+		if ev.rkind != 0 {
+			ep.reap(&ev)
+		}
+		return
 	}
 	if err := e.post(ev, notify); err != nil && errors.Is(err, ErrQueueFull) {
 		// spec §6.3.1: a connection whose completion overflowed its EVD is broken

@@ -251,6 +251,15 @@ func (s *SRQ) complete(wrid uint64) (uint64, bool) {
 	sl := &s.slots[i]
 	sl.used = false
 	s.free = append(s.free, i)
-	s.posted--
 	return sl.cookie, true
+}
+
+// reap ends the outstanding life of a dequeued SRQ receive (spec §6.5.3:
+// a buffer occupies its SRQ entry until its completion is reaped).
+func (s *SRQ) reap() {
+	s.mu.Lock()
+	if s.posted > 0 {
+		s.posted--
+	}
+	s.mu.Unlock()
 }
