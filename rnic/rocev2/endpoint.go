@@ -92,6 +92,9 @@ var ErrEndpointClosed = errors.New("rocev2: endpoint closed")
 // NewEndpoint starts a RoCEv2 endpoint for dev on link.
 func NewEndpoint(dev *rnic.Device, link Link, cfg *Config) *Endpoint {
 	e := &Endpoint{dev: dev, link: link, cfg: cfg.norm(), conns: make(map[uint32]*Conn), ud: make(map[uint32]*UDQP)}
+	if e.cfg.PeerPort == 0 && link.LocalAddr().Port() == roce.UDPPort {
+		e.cfg.PeerPort = roce.UDPPort // a standard deployment: peers listen on 4791
+	}
 	e.cm(nil)
 	e.wg.Add(1)
 	go e.recvLoop()
