@@ -54,16 +54,21 @@ func BenchmarkSendRecvPingPong(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		srv.ep.PostRecv(srv_, 1, 0)
 		cli.ep.PostRecv(crv, 2, 0)
-		if err := cli.ep.PostSend(civ, 3, CompletionSuppress); err != nil {
+		if err := cli.ep.PostSend(civ, 3, CompletionDefault); err != nil {
 			b.Fatal(err)
+		}
+		if _, _, err := srv.dto.Wait(nil, waitT, 1); err != nil { // the ping
+			b.Fatal(err)
+		}
+		if err := srv.ep.PostSend(siv, 4, CompletionDefault); err != nil {
+			b.Fatal(err)
+		}
+		for k := 0; k < 2; k++ { // own send completion and the pong
+			if _, _, err := cli.dto.Wait(nil, waitT, 1); err != nil {
+				b.Fatal(err)
+			}
 		}
 		if _, _, err := srv.dto.Wait(nil, waitT, 1); err != nil {
-			b.Fatal(err)
-		}
-		if err := srv.ep.PostSend(siv, 4, CompletionSuppress); err != nil {
-			b.Fatal(err)
-		}
-		if _, _, err := cli.dto.Wait(nil, waitT, 1); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -182,9 +182,9 @@ func WriteConf(w io.Writer, entries []ConfEntry) error {
 		if e.Default {
 			def = "default"
 		}
-		_, err := fmt.Fprintf(w, "%s %s %s %s %s %s.%d.%d %s %s\n", quoteConf(e.IAName), e.APIVersion(), ts, def,
-			quoteConf(e.Library), e.ProviderID, e.ProviderMajor, e.ProviderMinor,
-			quoteConf(e.InstanceData), quoteConf(e.PlatformInfo))
+		pv := fmt.Sprintf("%s.%d.%d", e.ProviderID, e.ProviderMajor, e.ProviderMinor)
+		_, err := fmt.Fprintf(w, "%s %s %s %s %s %s %s %s\n", quoteConf(e.IAName), e.APIVersion(), ts, def,
+			quoteConf(e.Library), quoteConf(pv), quoteConf(e.InstanceData), quoteConf(e.PlatformInfo))
 		if err != nil {
 			return err
 		}

@@ -81,3 +81,33 @@ func TestRegistryLoadAndList(t *testing.T) {
 		t.Fatalf("reload: %v", err)
 	}
 }
+
+// FuzzParseConf checks that ParseConf never panics and that whatever it
+// accepts survives WriteConf → ParseConf unchanged.
+func FuzzParseConf(f *testing.F) {
+	f.Add(specSample)
+	f.Add(DefaultConf)
+	f.Add(`a u2.0 threadsafe default "l i b" x.y.1.2 "\"q\"" "#"`)
+	f.Fuzz(func(t *testing.T, s string) {
+		es, err := ParseConf(strings.NewReader(s))
+		if err != nil {
+			return
+		}
+		var buf bytes.Buffer
+		if err := WriteConf(&buf, es); err != nil {
+			t.Fatal(err)
+		}
+		back, err := ParseConf(&buf)
+		if err != nil {
+			t.Fatalf("reparse %q: %v", buf.String(), err)
+		}
+		if len(back) != len(es) {
+			t.Fatalf("%d entries, reparsed %d", len(es), len(back))
+		}
+		for i := range es {
+			if back[i] != es[i] {
+				t.Fatalf("entry %d: %+v != %+v\n%s", i, back[i], es[i], buf.String())
+			}
+		}
+	})
+}
