@@ -124,11 +124,12 @@ type Conn struct {
 	remoteClosed atomic.Bool // CM: the peer sent a DREQ
 	peerPD       []byte
 
-	mu      sync.Mutex
-	dead    bool
-	inBatch bool
-	fatal   bool
-	err     error
+	mu        sync.Mutex
+	flushResp bool // send the queued responses before stopping (responder NAK)
+	dead      bool
+	inBatch   bool
+	fatal     bool
+	err       error
 
 	// requester and completer
 	sq             []sqe
@@ -271,6 +272,14 @@ func (c *Conn) run() {
 	defer t.Stop()
 	for {
 		c.mu.Lock()
+		if c.disc.Load() == 2 && c.flushResp && c.rdLen > 0 {
+			// The responder NAKed and went to Error: the READ responses
+			// queued before the NAK, and the NAK, still leave, in order.
+			n := c.fill()
+			c.mu.Unlock()
+			_ = c.e.link.Send(c.txb[:n], c.remote)
+			continue
+		}
 		if c.disc.Load() == 2 || (c.disc.Load() == 1 && c.idleLocked()) {
 			c.dead = true
 			err := c.err
@@ -905,6 +914,7 @@ func (c *Conn) nak(r *rxCtx, code roce.NAKCode) {
 		c.qp.CompleteRecv(c.curRecv, rnic.RecvResult{Status: rnic.StatusWRFlushErr, Opcode: rnic.WCRecv})
 		c.curRecv = nil
 	}
+	c.flushResp = true
 	c.setFatal(ev, &NAKError{Code: code, PSN: c.ePSN, Sent: true})
 }
 
