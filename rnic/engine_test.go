@@ -278,3 +278,31 @@ func TestStrings(t *testing.T) {
 		t.Fatal("names")
 	}
 }
+
+// TestDataPathNoAlloc: posting, taking, completing and polling do not allocate.
+func TestDataPathNoAlloc(t *testing.T) {
+	d, pd, cq := setup(t)
+	qp, _ := d.CreateQP(pd, QPAttr{SendCQ: cq, RecvCQ: cq, Cap: QPCap{MaxSendWR: 8, MaxRecvWR: 8}})
+	_ = qp.Attach(&fakeT{disconnect: make(chan bool, 1)})
+	_ = qp.Established()
+	buf := make([]byte, 64)
+	mr, _ := pd.RegMR(buf, AccessLocalWrite)
+	wr := &SendWR{Opcode: OpSend, Flags: Signaled, SGL: []SGE{mr.SGE(0, 64)}}
+	rwr := &RecvWR{SGL: []SGE{mr.SGE(0, 64)}}
+	var wc [4]Completion
+	allocs := testing.AllocsPerRun(200, func() {
+		_ = qp.PostSend(wr)
+		w := qp.NextSend()
+		qp.CompleteSend(w, StatusSuccess)
+		_ = qp.PostRecv(rwr)
+		r, _ := qp.TakeRecv()
+		qp.CompleteRecv(r, RecvResult{Opcode: WCRecv, ByteLen: 64})
+		if n, _ := cq.Poll(wc[:]); n != 2 {
+			t.Fatal("poll", n)
+		}
+	})
+	qp.TransportDone(nil)
+	if allocs != 0 {
+		t.Fatalf("data path allocates %v per op", allocs)
+	}
+}
