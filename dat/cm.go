@@ -389,6 +389,16 @@ func (ia *IA) CreateCSP(comm string, addr *net.TCPAddr, evd *EVD) (*CSP, error) 
 	return c, nil
 }
 
+// CreateCSPAny is dat_csp_create_any: a CSP on a port the provider picks,
+// returned with its address.
+func (ia *IA) CreateCSPAny(comm string, evd *EVD) (*CSP, *net.TCPAddr, error) {
+	c, err := ia.CreateCSP(comm, nil, evd)
+	if err != nil {
+		return nil, nil, err
+	}
+	return c, c.addr, nil
+}
+
 // Free is dat_csp_free (spec §6.4.4.2.2).
 func (c *CSP) Free() error {
 	if !alive(c) {

@@ -151,11 +151,14 @@ func TestCSPCommonConnect(t *testing.T) {
 	if _, err := srv.ia.CreateCSP("udp", nil, srv.cr); !errors.Is(err, ErrCommNotSupported) {
 		t.Fatal(err)
 	}
-	csp, err := srv.ia.CreateCSP("tcp", nil, srv.cr)
+	csp, addr, err := srv.ia.CreateCSPAny("tcp", srv.cr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	p, _ := csp.Query(CSPFieldAll)
+	if p.Address != addr || addr.Port == 0 || p.Comm != "tcp" {
+		t.Fatalf("%+v", p)
+	}
 	if _, err := srv.ia.CreateCSP("tcp", p.Address, srv.cr); !errors.Is(err, ErrPortInUse) {
 		t.Fatalf("port in use: %v", err)
 	}
@@ -328,6 +331,7 @@ func TestClassifyIWARP(t *testing.T) {
 		{fmt.Errorf("dial: %w", syscall.EHOSTUNREACH), ConnectionEventUnreachable},
 		{fmt.Errorf("dial: %w", syscall.ENETUNREACH), ConnectionEventUnreachable},
 		{errors.New("mpa: bad key"), ConnectionEventNonPeerRejected},
+		{&net.AddrError{Err: "no suitable address found"}, ConnectionEventUnreachable},
 	} {
 		if n, _ := tr.classify(c.err); n != c.want {
 			t.Errorf("%v -> %v, want %v", c.err, n, c.want)
@@ -399,5 +403,17 @@ func TestConnQualMapping(t *testing.T) {
 	cli.waitConn(ConnectionEventEstablished)
 	if p, _ := cli.ep.Query(EPFieldRemotePortQual); p.RemotePort != qual {
 		t.Fatal(p.RemotePort)
+	}
+}
+
+// A remote the IA's (loopback) address cannot reach: UNREACHABLE.
+func TestConnectUnreachable(t *testing.T) {
+	cli := newSide(t, "client")
+	if err := cli.ep.Connect(&net.IPAddr{IP: net.ParseIP("192.0.2.1")}, 5000, time.Second, nil, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	cli.waitConn(ConnectionEventUnreachable)
+	if cli.ep.State() != EPStateDisconnected {
+		t.Fatal(cli.ep.State())
 	}
 }

@@ -302,13 +302,13 @@ func (ep *EP) makeQP() error {
 	ep.qp = qp
 	// twice the queue depth: a post that the engine refuses (queue full)
 	// must not overwrite the slot of a still outstanding work request
+	ep.slotMu.Lock()
 	if len(ep.req) < 2*ep.attr.MaxRequestDTOs {
 		ep.req = make([]reqSlot, 2*ep.attr.MaxRequestDTOs)
 	}
 	if ep.srq == nil && len(ep.rcv) < 2*ep.attr.MaxRecvDTOs {
 		ep.rcv = make([]recvSlot, 2*ep.attr.MaxRecvDTOs)
 	}
-	ep.slotMu.Lock()
 	ep.rPosted, ep.rDone, ep.rReaped = 0, 0, 0
 	ep.reaped = ep.reqSeq
 	ep.gen++

@@ -52,10 +52,16 @@ func (t *iwarpTransport) classify(err error) (EventNumber, []byte) {
 		return ConnectionEventPeerRejected, rej.PrivateData
 	case errors.Is(err, syscall.ECONNREFUSED):
 		return ConnectionEventNonPeerRejected, nil
-	case errors.Is(err, syscall.ENETUNREACH), errors.Is(err, syscall.EHOSTUNREACH):
+	case errors.Is(err, syscall.ENETUNREACH), errors.Is(err, syscall.EHOSTUNREACH),
+		errors.Is(err, syscall.EADDRNOTAVAIL), errors.Is(err, syscall.EINVAL):
+		// EINVAL: the IA's address cannot reach the remote (e.g. a loopback IA)
 		return ConnectionEventUnreachable, nil
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, os.ErrDeadlineExceeded):
 		return ConnectionEventTimedOut, nil
+	}
+	var ae *net.AddrError
+	if errors.As(err, &ae) { // no local address of the remote's family
+		return ConnectionEventUnreachable, nil
 	}
 	var ne net.Error
 	if errors.As(err, &ne) && ne.Timeout() {
