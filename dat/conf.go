@@ -165,7 +165,7 @@ func splitConfLine(s string) ([]string, error) {
 }
 
 func quoteConf(s string) string {
-	if s != "" && !strings.ContainsAny(s, " \t\"\\#") {
+	if s != "" && !strings.ContainsAny(s, " \t\r\n\"\\#") {
 		return s
 	}
 	r := strings.NewReplacer(`\`, `\\`, `"`, `\"`)

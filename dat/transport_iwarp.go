@@ -71,10 +71,10 @@ func (t *iwarpTransport) classify(err error) (EventNumber, []byte) {
 }
 
 // peerClosed: an abortive close by the peer (TCP RST) surfaces as an LLP
-// error; it is the peer's (abrupt) disconnect, not a broken connection.
+// read error or a socket write error (reset, broken pipe); it is the peer's
+// (abrupt) disconnect, not a broken connection.
 func (t *iwarpTransport) peerClosed(err error) bool {
-	var le *iwarp.LLPError
-	return errors.As(err, &le) && (errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) || errors.Is(err, io.EOF))
+	return errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) || errors.Is(err, io.EOF)
 }
 
 func (t *iwarpTransport) close() {}
