@@ -228,7 +228,7 @@ func TestExactlyOnceFaulty(t *testing.T) {
 	cf.Seed, sf.Seed = 11, 12
 	cfg := testConfig()
 	cfg.Timeout = 11 // 8 ms
-	cfg.Window = 16 // go-back-N: less to resend per loss; with 128 and 8 ms timeouts -race runs congest
+	cfg.Window = 16  // go-back-N: less to resend per loss; with 128 and 8 ms timeouts -race runs congest
 	cli, srv := newPair(t, &pairOpts{cfg: cfg, cliF: cf, srvF: sf, cap: rnic.QPCap{MaxSendWR: 256, MaxRecvWR: 512}})
 	const maxLen = 5000
 	smr, sbuf := cli.reg(t, 256*maxLen, allAccess)
