@@ -49,6 +49,6 @@
 // # Limits (see README.md for the full list)
 //
 // EP soft/hard high watermarks are not supported (DAT_MODEL_NOT_SUPPORTED);
-// dat_ep_recv_query reports DAT_VALUE_UNKNOWN for EPs on an SRQ because the
-// engine does not expose which SRQ buffers a QP holds.
+// dat_ep_recv_query reports DAT_VALUE_UNKNOWN for an EP sharing an SRQ with
+// other EPs because the engine does not expose which SRQ buffers a QP holds.
 package dat

@@ -43,9 +43,14 @@ func TestSRQ(t *testing.T) {
 	if err := srq.Free(); !errors.Is(err, ErrInvalidStateSRQInUse) {
 		t.Fatal(err)
 	}
-	if n, s, err := ep.RecvQuery(); err != nil || n != ValueUnknown || s != ValueUnknown {
+	if n, s, err := ep.RecvQuery(); err != nil || n != 0 || s != 0 {
 		t.Fatal(n, s, err)
 	}
+	ep2, _ := srv.ia.CreateEPWithSRQ(srv.pz, srv.dto, srv.dto, srv.conn, srq, &attr)
+	if n, s, err := ep.RecvQuery(); err != nil || n != ValueUnknown || s != ValueUnknown {
+		t.Fatalf("shared SRQ: %d %d %v", n, s, err)
+	}
+	ep2.Free()
 	for i := 0; i < 4; i++ {
 		if err := srq.PostRecv([]LMRTriplet{srv.recvLMR.Triplet(i*16, 16)}, uint64(10+i)); err != nil {
 			t.Fatal(err)
@@ -78,6 +83,9 @@ func TestSRQ(t *testing.T) {
 		if d.Length != 2 || srv.recvBuf[i*16] != byte(i) {
 			t.Fatalf("%+v %v", d, srv.recvBuf[i*16:i*16+2])
 		}
+	}
+	if n, s, err := ep.RecvQuery(); err != nil || n != 0 || s != 0 {
+		t.Fatalf("after the messages completed: %d %d %v", n, s, err)
 	}
 	// the first take dropped the SRQ below 3 buffers: one async event
 	_, async := srv.ia, srv.ia.AsyncEVD()

@@ -564,15 +564,20 @@ func (ep *EP) SetWatermark(softHigh, hardHigh int) error {
 // nbufsAllocated is the number of receive buffers at the EP whose
 // completions have not been generated, bufsAllocSpan the number of further
 // completions the EP can generate. For an EP with its own receive queue a
-// buffer is allocated when posted and, iWARP delivering Sends in order, the
-// span equals the count. For an EP on an SRQ the engine does not report
-// which buffers an EP has taken, so both are ValueUnknown (the man page's
-// DAT_VALUE_UNKNOWN).
+// buffer is allocated when posted. For an EP on an SRQ a buffer is
+// allocated when the EP takes it from the SRQ; the engine does not say which
+// QP took a buffer, so the count is exact while the EP is the SRQ's only
+// user and DAT_VALUE_UNKNOWN (ValueUnknown) otherwise. iWARP delivers Sends
+// in order and allocates a buffer only when a message arrives, so there are
+// no MSN gaps and the span equals the count.
 func (ep *EP) RecvQuery() (nbufsAllocated, bufsAllocSpan int, err error) {
 	if !alive(ep) {
 		return 0, 0, ErrInvalidHandleEP
 	}
 	if ep.srq != nil {
+		if n, ok := ep.srq.allocated(); ok {
+			return n, n, nil
+		}
 		return ValueUnknown, ValueUnknown, nil
 	}
 	ep.slotMu.Lock()
