@@ -574,7 +574,7 @@ func (c *CR) Accept(ep *EP, privateData []byte) error {
 	if c.localEP != nil && ep != c.localEP {
 		return invalidArg(2)
 	}
-	if len(privateData) > MaxPrivateData {
+	if len(privateData) > c.ia.tr.maxPrivateData(pdAccept) {
 		return invalidArg(4)
 	}
 	ep.mu.Lock()
@@ -630,7 +630,7 @@ func (c *CR) Reject(privateData []byte) error {
 	if !alive(c) {
 		return ErrInvalidHandleCR
 	}
-	if len(privateData) > MaxPrivateData {
+	if len(privateData) > c.ia.tr.maxPrivateData(pdReject) {
 		return invalidArg(3)
 	}
 	if !c.take() {
@@ -795,7 +795,11 @@ func (ep *EP) connect(addr string, ra *net.TCPAddr, qual ConnQual, timeout Timeo
 	if timeout <= 0 {
 		return invalidArg(4)
 	}
-	if len(pd) > MaxPrivateData {
+	ia := ep.ia
+	if err := ia.needTransport(); err != nil {
+		return err
+	}
+	if len(pd) > ia.tr.maxPrivateData(pdConnect) {
 		return invalidArg(6)
 	}
 	if flags&^(ConnectMultipathRequested|ConnectMultipathRequired) != 0 {
@@ -803,10 +807,6 @@ func (ep *EP) connect(addr string, ra *net.TCPAddr, qual ConnQual, timeout Timeo
 	}
 	if qos&^QoSBestEffort != 0 || flags&ConnectMultipathRequired != 0 {
 		return ErrModelNotSupported // spec §6.6.14: unsupported qos or multipath
-	}
-	ia := ep.ia
-	if err := ia.needTransport(); err != nil {
-		return err
 	}
 	ep.mu.Lock()
 	if ep.state != EPStateUnconnected {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"net"
 	"testing"
 	"time"
@@ -34,11 +35,13 @@ type side struct {
 	peerRecv RMRTriplet
 }
 
-func newSide(t testing.TB, name string) *side {
+func newSide(t testing.TB, name string) *side { return newSideOn(t, "iwarp 127.0.0.1") }
+
+func newSideOn(t testing.TB, instance string) *side {
 	t.Helper()
 	s := &side{t: t}
 	var err error
-	s.ia, _ = testIA(t)
+	s.ia, _ = testIAOn(t, instance)
 	if s.pz, err = s.ia.CreatePZ(); err != nil {
 		t.Fatal(err)
 	}
@@ -95,12 +98,17 @@ func loopback() net.Addr { return &net.IPAddr{IP: net.IPv4(127, 0, 0, 1)} }
 // connectPair connects client to server through a consumer PSP.
 func connectPair(t testing.TB, srv, cli *side, pd []byte) {
 	t.Helper()
+	connectPairTo(t, srv, cli, pd, loopback())
+}
+
+func connectPairTo(t testing.TB, srv, cli *side, pd []byte, srvAddr net.Addr) {
+	t.Helper()
 	psp, qual, err := srv.ia.CreatePSPAny(srv.cr, PSPConsumer)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer psp.Free()
-	if err := cli.ep.Connect(loopback(), qual, waitT, pd, QoSBestEffort, ConnectDefault); err != nil {
+	if err := cli.ep.Connect(srvAddr, qual, waitT, pd, QoSBestEffort, ConnectDefault); err != nil {
 		t.Fatal(err)
 	}
 	ev := srv.wait(srv.cr)
@@ -109,7 +117,8 @@ func connectPair(t testing.TB, srv, cli *side, pd []byte) {
 	}
 	cr := ev.CR.CR
 	p, err := cr.Query(CRFieldAll)
-	if err != nil || !bytes.Equal(p.PrivateData, pd) || p.LocalEP != nil {
+	// IB CM private data is fixed-size and zero padded (RoCEv2); MPA carries the length
+	if err != nil || !bytes.Equal(bytes.TrimRight(p.PrivateData, "\x00"), pd) || p.LocalEP != nil {
 		t.Fatalf("cr query %+v %v", p, err)
 	}
 	if err := cr.Accept(srv.ep, []byte("accept")); err != nil {
@@ -117,7 +126,7 @@ func connectPair(t testing.TB, srv, cli *side, pd []byte) {
 	}
 	srv.waitConn(ConnectionEventEstablished)
 	ce := cli.waitConn(ConnectionEventEstablished)
-	if string(ce.Conn.PrivateData) != "accept" || ce.Conn.EP != cli.ep {
+	if string(bytes.TrimRight(ce.Conn.PrivateData, "\x00")) != "accept" || ce.Conn.EP != cli.ep {
 		t.Fatalf("client established %+v", ce.Conn)
 	}
 	if cli.ep.State() != EPStateConnected || srv.ep.State() != EPStateConnected {
@@ -189,8 +198,47 @@ func exchange(t testing.TB, a, b *side) {
 }
 
 func TestDTestFlow(t *testing.T) {
-	srv, cli := newSide(t, "server"), newSide(t, "client")
-	connectPair(t, srv, cli, []byte("dtest hello"))
+	dtestFlow(t, newSide(t, "server"), newSide(t, "client"), loopback())
+}
+
+// TestDTestFlowRoCE runs the same flow over the RoCEv2 transport: two IAs on
+// UDP sockets at 127.0.0.2 and 127.0.0.3 (same port, as RoCE peers use).
+func TestDTestFlowRoCE(t *testing.T) {
+	srv, cli := roceSides(t)
+	dtestFlow(t, srv, cli, &net.IPAddr{IP: net.IPv4(127, 0, 0, 2)})
+}
+
+func roceSides(t *testing.T) (*side, *side) {
+	t.Helper()
+	for try := 0; try < 20; try++ {
+		c, err := net.ListenPacket("udp", "127.0.0.2:0")
+		if err != nil {
+			t.Skipf("no 127.0.0.2 loopback: %v", err)
+		}
+		port := c.LocalAddr().(*net.UDPAddr).Port
+		c.Close()
+		r := NewRegistry()
+		r.AddProvider(&Provider{Info: ProviderInfo{Name: "r1", VersionMajor: 2}, InstanceData: fmt.Sprintf("rocev2 127.0.0.2:%d", port)})
+		ia1, _, err1 := r.OpenIA("r1", 16, nil)
+		r.AddProvider(&Provider{Info: ProviderInfo{Name: "r2", VersionMajor: 2}, InstanceData: fmt.Sprintf("rocev2 127.0.0.3:%d", port)})
+		ia2, _, err2 := r.OpenIA("r2", 16, nil)
+		if ia1 != nil {
+			ia1.Close(CloseAbrupt)
+		}
+		if ia2 != nil {
+			ia2.Close(CloseAbrupt)
+		}
+		if err1 != nil || err2 != nil {
+			continue // the port was taken in between
+		}
+		return newSideOn(t, fmt.Sprintf("rocev2 127.0.0.2:%d", port)), newSideOn(t, fmt.Sprintf("rocev2 127.0.0.3:%d", port))
+	}
+	t.Fatal("no free UDP port pair")
+	return nil, nil
+}
+
+func dtestFlow(t *testing.T, srv, cli *side, srvAddr net.Addr) {
+	connectPairTo(t, srv, cli, []byte("dtest hello"), srvAddr)
 	exchange(t, srv, cli)
 
 	// RDMA Write ping-pong: each side writes a message into the peer's

@@ -8,10 +8,12 @@ import (
 	"time"
 )
 
-func testIA(t testing.TB) (*IA, *EVD) {
+func testIA(t testing.TB) (*IA, *EVD) { return testIAOn(t, "iwarp 127.0.0.1") }
+
+func testIAOn(t testing.TB, instance string) (*IA, *EVD) {
 	t.Helper()
 	r := NewRegistry()
-	if err := r.AddProvider(&Provider{Info: ProviderInfo{Name: "t", VersionMajor: 2}, InstanceData: "iwarp 127.0.0.1"}); err != nil {
+	if err := r.AddProvider(&Provider{Info: ProviderInfo{Name: "t", VersionMajor: 2}, InstanceData: instance}); err != nil {
 		t.Fatal(err)
 	}
 	ia, async, err := r.OpenIA("t", 16, nil)

@@ -3,6 +3,7 @@ package dat
 import (
 	"context"
 	"net"
+	"net/netip"
 	"strings"
 	"sync"
 
@@ -21,6 +22,8 @@ type IA struct {
 	dev   *rnic.Device
 	tr    transport
 	local net.IP
+	// udpPort is the RoCEv2 UDP port of the instance data (0: default)
+	udpPort int
 
 	mu        sync.Mutex
 	objs      map[Handle]struct{}
@@ -75,12 +78,17 @@ func (r *Registry) OpenIA(name string, asyncQLen int, asyncEVD *EVD) (*IA, *EVD,
 	if addr == "" {
 		addr = "127.0.0.1"
 	}
+	// "<ip>" or "<ip>:<port>" (the port is the RoCEv2 UDP port)
+	var port int
+	if ap, err := netip.ParseAddrPort(addr); err == nil {
+		addr, port = ap.Addr().String(), int(ap.Port())
+	}
 	local := net.ParseIP(addr)
 	if local == nil {
 		r.release(p)
 		return nil, nil, invalidArg(1)
 	}
-	ia := &IA{reg: r, prov: p, name: name, local: local, objs: make(map[Handle]struct{}),
+	ia := &IA{reg: r, prov: p, name: name, local: local, udpPort: port, objs: make(map[Handle]struct{}),
 		closedCh: make(chan struct{}), eps: make(map[uint32]*EP), lmrs: make(map[uint32]*LMR),
 		srqs: make(map[*rnic.SRQ]*SRQ), psps: make(map[ConnQual]*PSP)}
 	ia.ctx, ia.cancel = context.WithCancel(context.Background())
@@ -273,9 +281,11 @@ type ProviderAttr struct {
 	HASupported                   bool
 }
 
-// MaxPrivateData is the largest private data exchanged on connection
-// establishment: the Linux siw cap on MPA private data (RFC 5044 §7.1
-// allows 512), kept for interoperability.
+// MaxPrivateData is the largest private data an iWARP IA exchanges on
+// connection establishment: the Linux siw cap on MPA private data (RFC 5044
+// §7.1 allows 512), kept for interoperability. A RoCEv2 IA carries less in
+// a connect (the IB CM REQ after RDMA-CM's header); ProviderAttr reports
+// the IA's value.
 const MaxPrivateData = 256
 
 // IA attribute mask: any bit is accepted; IAFieldAll selects everything.
@@ -311,7 +321,7 @@ func (ia *IA) Query(iaMask, providerMask uint64) (IAAttr, ProviderAttr, error) {
 		QoS:         QoSBestEffort,
 		CompletionFlags: CompletionSuppress | CompletionSolicitedWait | CompletionUnsignalled |
 			CompletionBarrierFence | CompletionEVDThreshold,
-		ThreadSafe: true, MaxPrivateDataSize: MaxPrivateData, EPCreator: "DAT_PSP_CREATES_EP_IFASKED",
+		ThreadSafe: true, MaxPrivateDataSize: ia.tr.maxPrivateData(pdConnect), EPCreator: "DAT_PSP_CREATES_EP_IFASKED",
 		OptimalBufferAlignment: 64, EVDStreamMergingAll: true, SRQSupported: true,
 		SRQWatermarksSupported: 0x001, SRQPZDifferenceSupport: false, SRQInfoSupported: 0x11,
 		EPRecvInfoSupported: 0x11, DTOAsyncReturnGuarantee: true, RDMAWriteForRDMARead: false,

@@ -29,6 +29,9 @@ type transport interface {
 	// peerClosed reports whether a fatal QP error is the peer closing the
 	// connection (reported as DISCONNECTED rather than BROKEN).
 	peerClosed(err error) bool
+	// maxPrivateData is the largest private data of a connect, accept or
+	// reject on this transport.
+	maxPrivateData(op pdOp) int
 	close()
 }
 
@@ -51,3 +54,12 @@ type tconn interface {
 	localAddr() net.Addr
 	remoteAddr() net.Addr
 }
+
+// pdOp names the CM message private data rides in.
+type pdOp int
+
+const (
+	pdConnect pdOp = iota // connect request (MPA Request, IB CM REQ)
+	pdAccept              // accept (MPA Reply, REP)
+	pdReject              // reject (MPA Reply with R, REJ)
+)

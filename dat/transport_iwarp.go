@@ -77,6 +77,8 @@ func (t *iwarpTransport) peerClosed(err error) bool {
 	return errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) || errors.Is(err, io.EOF)
 }
 
+func (t *iwarpTransport) maxPrivateData(pdOp) int { return t.cfg.MPA.MaxPrivateData }
+
 func (t *iwarpTransport) close() {}
 
 type iwarpListener struct{ l *iwarp.Listener }
