@@ -8,7 +8,8 @@ import (
 // Config configures a [Device]. Zero fields take the defaults shown.
 type Config struct {
 	Name      string // device name, e.g. "softrnic0"
-	LocalAddr string // local IP address transports bind/listen on ("" = any / loopback as needed)
+	LocalAddr string // local IP address transports bind/listen on ("" = Interface's, or loopback/any)
+	Interface string // network interface whose first address is used when LocalAddr is empty
 	MaxQP     int    // 65536
 	MaxCQE    int    // entries per CQ, 1<<20
 	MaxMR     int    // STag table size (MRs + MWs), 1<<20

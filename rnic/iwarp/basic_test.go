@@ -2,6 +2,7 @@ package iwarp
 
 import (
 	"bytes"
+	"net"
 	"math/rand/v2"
 	"testing"
 
@@ -56,5 +57,18 @@ func TestSendWriteRead(t *testing.T) {
 	expect(t, c, rnic.WCRead, rnic.StatusSuccess)
 	if !bytes.Equal(rbb, cbuf) || !bytes.Equal(sbuf, cbuf) {
 		t.Fatal("data mismatch")
+	}
+}
+
+func TestInterfaceAddress(t *testing.T) {
+	d, _ := rnic.Open(rnic.Config{Interface: "lo"})
+	defer d.Close()
+	ln, err := Listen(d, "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	if h, _, _ := net.SplitHostPort(ln.Addr().String()); h != "127.0.0.1" {
+		t.Fatalf("listening on %v", ln.Addr())
 	}
 }

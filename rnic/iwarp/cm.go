@@ -48,6 +48,32 @@ func deadline(ctx context.Context, nc net.Conn, d time.Duration) (stop func()) {
 	}
 }
 
+// localIP returns the device's configured local address: LocalAddr, else the first
+// address of Interface (IPv4 preferred), else "".
+func localIP(d *rnic.Device) string {
+	c := d.Config()
+	if c.LocalAddr != "" || c.Interface == "" {
+		return c.LocalAddr
+	}
+	ifi, err := net.InterfaceByName(c.Interface)
+	if err != nil {
+		return ""
+	}
+	addrs, _ := ifi.Addrs()
+	first := ""
+	for _, a := range addrs {
+		if ipn, ok := a.(*net.IPNet); ok {
+			if ipn.IP.To4() != nil {
+				return ipn.IP.String()
+			}
+			if first == "" {
+				first = ipn.IP.String()
+			}
+		}
+	}
+	return first
+}
+
 // Dial connects qp (Idle) to a listener at addr (RFC 5044 §7.1.2 initiator): TCP connect,
 // MPA Request with p's private data and IRD/ORD, MPA Reply, then the QP goes to RTS. A
 // rejection is a *RejectError. ctx cancels the connect and the exchange.
@@ -61,7 +87,7 @@ func Dial(ctx context.Context, qp *rnic.QP, addr string, cfg *Config, p ConnPara
 		return nil, err
 	}
 	d := net.Dialer{Timeout: c.Timeout}
-	if la := qp.Device().Config().LocalAddr; la != "" {
+	if la := localIP(qp.Device()); la != "" {
 		d.LocalAddr = &net.TCPAddr{IP: net.ParseIP(la)}
 	}
 	nc, err := d.DialContext(ctx, "tcp", addr)
@@ -129,11 +155,11 @@ type Listener struct {
 }
 
 // Listen listens on addr ("host:port"; port 0 picks one; "" means the device's LocalAddr
-// or 127.0.0.1, port 0).
+// or Interface address, else 127.0.0.1, port 0).
 func Listen(dev *rnic.Device, addr string, cfg *Config) (*Listener, error) {
 	c := cfg.norm()
 	if addr == "" {
-		h := dev.Config().LocalAddr
+		h := localIP(dev)
 		if h == "" {
 			h = "127.0.0.1"
 		}
