@@ -2,8 +2,8 @@ package iwarp
 
 import (
 	"bytes"
-	"net"
 	"math/rand/v2"
+	"net"
 	"testing"
 
 	"github.com/softrnic/softrnic/rnic"

@@ -255,10 +255,10 @@ func (l *Listener) Accept(ctx context.Context) (*ConnRequest, error) {
 // ConnRequest is an incoming connection request (a received MPA Request frame). It must
 // be answered with Accept or Reject within Config.Timeout, else the connection is dropped.
 type ConnRequest struct {
-	l    *Listener
-	nc   net.Conn
-	req  mpa.Frame
-	raw  []byte
+	l     *Listener
+	nc    net.Conn
+	req   mpa.Frame
+	raw   []byte
 	mu    sync.Mutex
 	used  bool
 	timer *time.Timer
