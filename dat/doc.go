@@ -1,6 +1,6 @@
 // Package dat is the uDAPL 2.0 API (the DAT Collaborative's Direct Access
 // Transport, user level) in idiomatic Go over the softrnic engine (package
-// rnic) and its iWARP transport (rnic/iwarp).
+// rnic) and its iWARP (rnic/iwarp) and RoCEv2 (rnic/rocev2) transports.
 //
 // Every DAT function of the spec's Chapter 6 and 8 maps to a method or
 // function; README.md has the table. Handles are Go pointers (*IA, *EP,
@@ -14,13 +14,13 @@
 // # Providers
 //
 // OpenIA opens an IA by provider name from a registry (DefaultRegistry
-// holds DefaultConf, in dat.conf format: "softrnic-iwarp" and an
-// "ofa-v2-iwarp" alias). A provider's instance data names the transport and
-// local address, "iwarp 127.0.0.1". Each IA owns one engine device; a
+// holds DefaultConf, in dat.conf format: "softrnic-iwarp", an "ofa-v2-iwarp"
+// alias and "softrnic-rocev2"). A provider's instance data names the
+// transport and local address, "iwarp 127.0.0.1" or "rocev2 10.0.0.1:4791". Each IA owns one engine device; a
 // connection qualifier is a TCP port, folded into 33534..65534 above 0xFFFF
 // as OFA DAPL's cma provider does.
-// Adding a transport (RoCEv2) means one transport_*.go file implementing
-// the small transport interface and registering a factory.
+// Each transport is one transport_*.go file implementing the small
+// transport interface and registering a factory.
 //
 // # Events
 //

@@ -238,6 +238,11 @@ func roceSides(t *testing.T) (*side, *side) {
 }
 
 func dtestFlow(t *testing.T, srv, cli *side, srvAddr net.Addr) {
+	// the RDMA Read source is filled before the connection exists: the
+	// responder's goroutine reads it with no Go synchronization to the test
+	for i := range srv.buf[:512] {
+		srv.buf[i] = byte(i * 7)
+	}
 	connectPairTo(t, srv, cli, []byte("dtest hello"), srvAddr)
 	exchange(t, srv, cli)
 
@@ -273,9 +278,6 @@ func dtestFlow(t *testing.T, srv, cli *side, srvAddr net.Addr) {
 	}
 
 	// RDMA Read: the client reads the server's buffer.
-	for i := range srv.buf[:512] {
-		srv.buf[i] = byte(i * 7)
-	}
 	remote := cli.peer
 	remote.SegmentLength = 512
 	if err := cli.ep.PostRDMARead([]LMRTriplet{cli.lmr.Triplet(3000, 256), cli.lmr.Triplet(3500, 256)}, 600, remote, CompletionDefault); err != nil {

@@ -12,7 +12,6 @@ func TestIAOpenErrors(t *testing.T) {
 	r := NewRegistry()
 	r.AddProvider(&Provider{Info: ProviderInfo{Name: "a", VersionMajor: 2}, InstanceData: "iwarp 127.0.0.1"})
 	r.AddProvider(&Provider{Info: ProviderInfo{Name: "b", VersionMajor: 2}, InstanceData: "iwarp 127.0.0.1"})
-	r.AddProvider(&Provider{Info: ProviderInfo{Name: "roce", VersionMajor: 2}, InstanceData: "rocev2 127.0.0.1"})
 	r.AddProvider(&Provider{Info: ProviderInfo{Name: "weird", VersionMajor: 2}, InstanceData: "carrier-pigeon"})
 	r.AddProvider(&Provider{Info: ProviderInfo{Name: "badip", VersionMajor: 2}, InstanceData: "iwarp not-an-ip"})
 	if _, _, err := r.OpenIA("nope", 4, nil); !errors.Is(err, ErrNameNotRegistered) {
@@ -20,9 +19,6 @@ func TestIAOpenErrors(t *testing.T) {
 	}
 	if _, _, err := r.OpenIA("a", 0, nil); !errors.Is(err, ErrInvalidParameter) {
 		t.Fatal(err)
-	}
-	if _, _, err := r.OpenIA("roce", 4, nil); !errors.Is(err, ErrCommNotSupported) {
-		t.Fatalf("rocev2 before the engine has it: %v", err)
 	}
 	if _, _, err := r.OpenIA("weird", 4, nil); !errors.Is(err, ErrCommNotSupported) {
 		t.Fatal(err)

@@ -54,6 +54,7 @@ var DefaultRegistry = NewRegistry()
 const DefaultConf = `# softrnic built-in DAT static registry
 softrnic-iwarp u2.0 threadsafe default libsoftrnic.so softrnic.1.0 "iwarp 127.0.0.1" ""
 ofa-v2-iwarp u2.0 threadsafe nondefault libsoftrnic.so softrnic.1.0 "iwarp 127.0.0.1" ""
+softrnic-rocev2 u2.0 threadsafe nondefault libsoftrnic.so softrnic.1.0 "rocev2 127.0.0.1:4791" ""
 `
 
 func init() {
