@@ -1023,10 +1023,13 @@ func (c *Conn) rxWrite(h []byte, n int, plen uint64) bool {
 		c.sendTerm(te, h, n, nil)
 		return false
 	}
-	dst, err := c.qp.ResolveRemote(stag, to, plen, rnic.AccessRemoteWrite)
-	if err != nil {
-		c.sendTerm(taggedTerm(err), h, n, nil)
-		return false
+	var dst []byte
+	if plen > 0 { // RFC 5041 §5.2: STag and TO of a zero-length segment are not checked
+		var err error
+		if dst, err = c.qp.ResolveRemote(stag, to, plen, rnic.AccessRemoteWrite); err != nil {
+			c.sendTerm(taggedTerm(err), h, n, nil)
+			return false
+		}
 	}
 	if err := c.rd.ReadFull(dst); err != nil {
 		c.rxError(err)
@@ -1197,10 +1200,14 @@ func (c *Conn) rxReadReq(h []byte, n int) bool {
 		c.sendTerm(rdmap.FromDDP(ddp.ErrMSNNoBuffer), h[:ddp.UntaggedLen], n, h[ddp.UntaggedLen:])
 		return false
 	}
-	src, err := c.qp.ResolveRemote(rr.srcSTag, rr.srcTO, uint64(rr.size), rnic.AccessRemoteRead)
-	if err != nil {
-		c.sendTerm(readTerm(err), h[:ddp.UntaggedLen], n, h[ddp.UntaggedLen:])
-		return false
+	var src []byte
+	if rr.size > 0 { // RFC 5040 §5.2.1: a zero-length Read's source MUST NOT be validated
+		var err error
+		src, err = c.qp.ResolveRemote(rr.srcSTag, rr.srcTO, uint64(rr.size), rnic.AccessRemoteRead)
+		if err != nil {
+			c.sendTerm(readTerm(err), h[:ddp.UntaggedLen], n, h[ddp.UntaggedLen:])
+			return false
+		}
 	}
 	if !c.end() {
 		return false

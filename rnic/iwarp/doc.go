@@ -32,6 +32,10 @@
 // doorbell fast path that saves a goroutine hand-off per message). Completions, and so
 // CQ handlers, can therefore run on a goroutine that called PostSend.
 //
+// As RFC 5041 §5.2 and RFC 5040 §5.2.1 require, zero-length Writes and zero-length Read
+// Requests are not checked against the STag table (which is also how siw's RTR forms, STag
+// 1, pass); a zero-length Send still consumes a receive buffer.
+//
 // iWARP has no receiver-not-ready flow control: a Send (or Immediate Data) that arrives
 // with no receive posted is answered with Terminate DDP / untagged buffer / "no buffer
 // available" (1/2/0x02) and both QPs go to Error; the sender sees the Terminate as an

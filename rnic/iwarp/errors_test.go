@@ -109,6 +109,14 @@ func TestRemoteErrors(t *testing.T) {
 			_ = srv.qp.PostRecv(&rnic.RecvWR{WRID: 78})
 			post(t, cli, rnic.SendWR{Opcode: rnic.OpSendInv, InvalidateSTag: 0x99901})
 		}, rdmap.TermProtCannotInvalidate, rnic.EventQPAccessErr, 0},
+		{"zero-length-unchecked", func(t *testing.T, cli, srv *side, cmr *rnic.MR) {
+			// RFC 5041 §5.2 / RFC 5040 §5.2.1: zero-length Writes and Reads do not check the
+			// STag, so these succeed; the bad-STag Write after them fails.
+			post(t, cli, rnic.SendWR{Opcode: rnic.OpWrite, RKey: 0xbad00001})
+			post(t, cli, rnic.SendWR{WRID: 5, Opcode: rnic.OpRead, Flags: rnic.Signaled, RKey: 0xbad00001})
+			expect(t, wait(t, cli.scq), rnic.WCRead, rnic.StatusSuccess)
+			post(t, cli, rnic.SendWR{Opcode: rnic.OpWrite, SGL: []rnic.SGE{cmr.SGE(0, 1)}, RKey: 0xbad00001})
+		}, rdmap.FromDDP(ddp.ErrInvalidSTag), rnic.EventQPAccessErr, 0},
 		{"ird-exceeded", nil, rdmap.FromDDP(ddp.ErrMSNNoBuffer), rnic.EventQPFatal, rnic.StatusRemOpErr},
 	}
 	for _, c := range cases {
