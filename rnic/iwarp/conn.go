@@ -1243,8 +1243,8 @@ func (c *Conn) rxAtomicReq(h []byte, n int) bool {
 		c.sendTerm(rdmap.TermUnexpectedOpcode, dh, n, nil)
 		return false
 	}
-	if to%8 != 0 {
-		c.sendTerm(rdmap.TermBaseBounds, dh, n, nil)
+	if to%8 != 0 { // RFC 7306 §8.2
+		c.sendTerm(rdmap.TermCatastrophicStream, dh, n, nil)
 		return false
 	}
 	dst, err := c.qp.ResolveRemote(stag, to, 8, rnic.AccessRemoteAtomic)

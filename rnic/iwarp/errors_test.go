@@ -117,6 +117,10 @@ func TestRemoteErrors(t *testing.T) {
 			expect(t, wait(t, cli.scq), rnic.WCRead, rnic.StatusSuccess)
 			post(t, cli, rnic.SendWR{Opcode: rnic.OpWrite, SGL: []rnic.SGE{cmr.SGE(0, 1)}, RKey: 0xbad00001})
 		}, rdmap.FromDDP(ddp.ErrInvalidSTag), rnic.EventQPAccessErr, 0},
+		{"atomic-misaligned", func(t *testing.T, cli, srv *side, cmr *rnic.MR) {
+			mr, _ := srv.pd.RegMRAt(make([]byte, 64), 0, allAccess)
+			post(t, cli, rnic.SendWR{Opcode: rnic.OpAtomicFetchAdd, Flags: rnic.Signaled, SGL: []rnic.SGE{cmr.SGE(0, 8)}, RemoteAddr: 4, RKey: mr.RKey()})
+		}, rdmap.TermCatastrophicStream, rnic.EventQPFatal, rnic.StatusRemOpErr},
 		{"ird-exceeded", nil, rdmap.FromDDP(ddp.ErrMSNNoBuffer), rnic.EventQPFatal, rnic.StatusRemOpErr},
 	}
 	for _, c := range cases {
