@@ -500,6 +500,15 @@ func TestNoGoroutineLeak(t *testing.T) {
 		if err := cli.ia.Close(CloseAbrupt); err != nil {
 			t.Fatal(err)
 		}
+		rs, rc := roceSides(t)
+		connectPairTo(t, rs, rc, nil, roceSrv)
+		exchange(t, rs, rc)
+		if err := rc.ia.Close(CloseAbrupt); err != nil {
+			t.Fatal(err)
+		}
+		if err := rs.ia.Close(CloseAbrupt); err != nil {
+			t.Fatal(err)
+		}
 	}()
 	deadline := time.Now().Add(5 * time.Second)
 	for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
