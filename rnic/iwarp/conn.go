@@ -368,7 +368,7 @@ func (c *Conn) sendLoop() {
 		}
 		if err != nil {
 			c.txMu.Unlock()
-			c.fail(rnic.EventQPFatal, err)
+			c.fail(rnic.EventQPFatal, &LLPError{Err: err})
 			return
 		}
 	}

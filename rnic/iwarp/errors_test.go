@@ -292,3 +292,48 @@ func TestRejectAndCancel(t *testing.T) {
 		t.Fatal("300 bytes of private data accepted")
 	}
 }
+
+func TestDisconnectWithOutstandingWork(t *testing.T) {
+	t.Run("graceful-drains-sends", func(t *testing.T) {
+		noLeak(t)
+		cli, srv := newPair(t, nil)
+		cmr, _ := cli.reg(t, 8<<20, allAccess)
+		smr, _ := srv.reg(t, 8<<20, allAccess)
+		_ = cli.qp.PostSend(&rnic.SendWR{WRID: 1, Opcode: rnic.OpWrite, Flags: rnic.Signaled, SGL: []rnic.SGE{cmr.SGE(0, 8<<20)}, RemoteAddr: smr.Addr(), RKey: smr.RKey()})
+		cli.qp.Disconnect()
+		expect(t, wait(t, cli.scq), rnic.WCWrite, rnic.StatusSuccess)
+		waitEvent(t, srv.dev, rnic.EventDisconnected)
+		waitEvent(t, cli.dev, rnic.EventDisconnected)
+		<-cli.qp.Done()
+		<-srv.qp.Done()
+		if s := srv.qp.Counters().Snapshot(); s.RxBytes != 8<<20 {
+			t.Fatalf("server received %d bytes before the close", s.RxBytes)
+		}
+	})
+	t.Run("abort-during-read", func(t *testing.T) {
+		noLeak(t)
+		cli, srv := newPair(t, nil)
+		cmr, _ := cli.reg(t, 64<<20, allAccess)
+		smr, _ := srv.reg(t, 64<<20, allAccess)
+		for i := 0; i < 4; i++ {
+			_ = cli.qp.PostSend(&rnic.SendWR{WRID: uint64(i), Opcode: rnic.OpRead, Flags: rnic.Signaled, SGL: []rnic.SGE{cmr.SGE(0, 64<<20)}, RemoteAddr: smr.Addr(), RKey: smr.RKey()})
+		}
+		_ = srv.conn.Close() // abortive: RST
+		e := waitEvent(t, cli.dev, rnic.EventQPFatal)
+		if !errors.Is(e.Err, rdmap.TermMPATCPClosed) {
+			t.Fatalf("client event %v", e)
+		}
+		flushed := 0
+		for i := 0; i < 4; i++ {
+			c := wait(t, cli.scq)
+			if c.Status == rnic.StatusWRFlushErr {
+				flushed++
+			} else if c.Status != rnic.StatusSuccess {
+				t.Fatalf("read %+v", c)
+			}
+		}
+		if flushed == 0 {
+			t.Fatal("no read was flushed by the abort")
+		}
+	})
+}
