@@ -78,6 +78,7 @@ const (
 	ptMaxSize    = 1 << 30
 	ptCommRecvs  = 4  // receives kept posted on the communication QP
 	ptCommSlot   = 64 // bytes per communication receive buffer (messages are ≤ 56)
+	ptDefSettle  = 200 * time.Millisecond
 )
 
 type ptOpts struct {
@@ -94,6 +95,8 @@ type ptOpts struct {
 	gbits      bool
 	crc        bool
 	timeout    time.Duration
+	settle     time.Duration // client: pause after the communication connection is up
+	linger     time.Duration // client: wait for the server to close before disconnecting
 	stdout     io.Writer
 	stderr     io.Writer
 	listening  func(net.Addr)      // tests: called once the server listens
@@ -118,13 +121,14 @@ func perftestUsage(w io.Writer) {
 	--bind addr		server: listen on this address (default all)
 	--crc			request MPA CRC32c (siw follows the request)
 	--timeout d		give up after the duration d (e.g. 60s)
+	--settle d		client: pause before the first message (default 200ms; see siw_accept)
   ignored: -F, --CPU-freq, -d/--ib-dev, -x/--gid-index, -c RC, -i/--ib-port
 `)
 }
 
 // parsePerftestArgs parses perftest's getopt_long-style flags.
 func parsePerftestArgs(args []string) (ptOpts, error) {
-	o := ptOpts{port: ptDefPort, size: ptDefSize, txDepth: ptDefTx, cqMod: ptDefCQMod, outReads: 128}
+	o := ptOpts{port: ptDefPort, size: ptDefSize, txDepth: ptDefTx, cqMod: ptDefCQMod, outReads: 128, settle: ptDefSettle, linger: time.Second}
 	if len(args) == 0 {
 		return o, errors.New("missing test: write, read or send")
 	}
@@ -166,7 +170,7 @@ func parsePerftestArgs(args []string) (ptOpts, error) {
 			case "crc":
 				o.crc = true
 				continue
-			case "timeout", "bind":
+			case "timeout", "bind", "settle":
 				if !ok {
 					if i+1 >= len(args) {
 						return o, fmt.Errorf("option --%s needs a value", n)
@@ -180,9 +184,13 @@ func parsePerftestArgs(args []string) (ptOpts, error) {
 				}
 				d, err := time.ParseDuration(v)
 				if err != nil || d < 0 {
-					return o, fmt.Errorf("invalid --timeout %q", v)
+					return o, fmt.Errorf("invalid --%s %q", n, v)
 				}
-				o.timeout = d
+				if n == "settle" {
+					o.settle = d
+				} else {
+					o.timeout = d
+				}
 				continue
 			}
 			c, known := long[n]
@@ -543,6 +551,15 @@ func (s *ptSession) run(ctx context.Context) error {
 			return fmt.Errorf("communication connection: %w", err)
 		}
 		s.commConn = c
+		// Linux siw (6.1) sends its MPA Reply before it hooks the QP's receive path to the
+		// socket (siw_accept), so an FPDU arriving right behind the Reply can sit unnoticed
+		// in the socket buffer and the exchange hangs. A siw client is never that quick;
+		// wait a moment before the first message (ib_write_bw itself sleeps 1 s here).
+		select {
+		case <-time.After(o.settle):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
 	// exchange_versions, check_version_compatibility, check_sys_data, check_mtu.
 	r, err := s.xchg(ctx, ptVersionMsg(ptVersion))
@@ -805,14 +822,23 @@ func (s *ptSession) runRDMA(ctx context.Context) error {
 	return s.finish(ctx)
 }
 
-// finish is ctx_close_connection and the teardown: the client disconnects the data and
-// communication connections; the server waits (briefly) for it to do so.
+// finish is ctx_close_connection and the teardown. The client gives the server a moment
+// (linger) to close the communication connection itself, as perftest servers do, because
+// siw fails a SEND whose connection closes before its transmit thread has reported it
+// complete (siw_sq_flush: IBV_WC_LOC_QP_OP_ERR), which makes perftest's server exit 1
+// after its final message; then it disconnects both connections. The server waits (at
+// most 5 s each) for the client's disconnects.
 func (s *ptSession) finish(ctx context.Context) error {
 	if _, err := s.handshake(ctx, &s.my); err != nil {
 		return fmt.Errorf("closing sync: %w", err)
 	}
 	if s.isServer {
 		s.printf("%s", ptResultLine)
+	} else {
+		select {
+		case <-s.commQP.Done():
+		case <-time.After(s.o.linger):
+		}
 	}
 	for _, q := range []*rnic.QP{s.dataQP, s.commQP} {
 		if !s.isServer {

@@ -151,6 +151,7 @@ func runPerftestPair(t *testing.T, verb string, args []string, tweak func(srv, c
 	ctx := context.Background()
 	co := so
 	co.listening = nil
+	co.linger = 10 * time.Millisecond // our server waits for the client to close
 	if tweak != nil {
 		tweak(&so, &co)
 	}
