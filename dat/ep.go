@@ -519,6 +519,10 @@ func (ep *EP) Modify(mask uint64, p EPParam) error {
 			ep.qp = qp
 		}
 	}
+	if rebuild && ep.pz == nil && old != nil {
+		ep.dropQP() // unconfigured again: no engine QP without a PZ
+		ep.qp = nil
+	}
 	ep.takeRefs()
 	ep.state = configuredState(ep.state, ep.pz != nil && ep.qp != nil)
 	return nil
