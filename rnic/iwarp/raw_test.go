@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"errors"
 	"io"
 	"net"
 	"testing"
@@ -200,4 +201,62 @@ func TestRawNoMatchingRTR(t *testing.T) {
 		t.Fatalf("terminate % x", b)
 	}
 	<-srv.qp.Done()
+}
+
+// A responder that answers a peer-to-peer request without the A flag: the initiator
+// refuses with a Terminate LLP/MPA/no matching RTR (RFC 6581 §9.2) and Dial fails.
+func TestRawResponderNoRTR(t *testing.T) {
+	noLeak(t)
+	cli := newSide(t, &pairOpts{})
+	defer cli.dev.Close()
+	tl, _ := net.Listen("tcp", "127.0.0.1:0")
+	defer tl.Close()
+	got := make(chan []byte, 1)
+	go func() {
+		nc, err := tl.Accept()
+		if err != nil {
+			return
+		}
+		defer nc.Close()
+		_ = nc.SetDeadline(time.Now().Add(5 * time.Second))
+		_, req, err := readFrame(nc, 512)
+		if err != nil || !req.P2P {
+			got <- nil
+			return
+		}
+		rep := mpa.Frame{Reply: true, Rev: 2, Enhanced: true, IRD: req.ORD, ORD: req.IRD}
+		_, _ = nc.Write(rep.Append(nil))
+		rd := mpa.NewReader(nc, mpa.FramingOptions{})
+		n, err := rd.Next()
+		if err != nil {
+			got <- nil
+			return
+		}
+		b := make([]byte, n)
+		_ = rd.ReadFull(b)
+		got <- b
+	}()
+	_, err := Dial(context.Background(), cli.qp, tl.Addr().String(), &Config{MPA: mpa.Config{Rev: 2, P2P: true, RTR: mpa.RTRWrite}}, ConnParam{})
+	var me *mpa.Error
+	if !errors.As(err, &me) || me.Code != mpa.CodeNoMatchingRTR {
+		t.Fatalf("dial: %v", err)
+	}
+	b := <-got
+	if len(b) < ddp.UntaggedLen+4 || parseTermWord(binary.BigEndian.Uint32(b[ddp.UntaggedLen:])) != rdmap.TermMPANoMatchingRTR {
+		t.Fatalf("terminate % x", b)
+	}
+}
+
+func TestExtensionsNotEnabled(t *testing.T) {
+	noLeak(t)
+	cli, srv := newPair(t, nil)
+	cmr, _ := cli.reg(t, 8, allAccess)
+	smr, _ := srv.reg(t, 8, allAccess)
+	_ = cli.qp.PostSend(&rnic.SendWR{WRID: 1, Opcode: rnic.OpAtomicFetchAdd, SGL: []rnic.SGE{cmr.SGE(0, 8)}, RemoteAddr: smr.Addr(), RKey: smr.RKey()})
+	c := wait(t, cli.scq)
+	if c.WRID != 1 || c.Status != rnic.StatusLocQPOpErr {
+		t.Fatalf("atomic without RFC 7306 enabled: %+v", c)
+	}
+	waitEvent(t, cli.dev, rnic.EventQPReqErr)
+	<-cli.qp.Done()
 }
