@@ -126,3 +126,46 @@ func TestNullEVDStreams(t *testing.T) {
 		t.Fatal(cli.ep.State())
 	}
 }
+
+// Closing the IA while other goroutines post and wait: posts fail with
+// DAT_INVALID_HANDLE, waiters return DAT_ABORT, nothing panics or hangs.
+func TestCloseWhileBusy(t *testing.T) {
+	srv, cli := newSide(t, "server"), newSide(t, "client")
+	connectPair(t, srv, cli, nil)
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	for g := 0; g < 3; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				err := cli.ep.PostRDMAWrite([]LMRTriplet{cli.lmr.Triplet(0, 64)}, 1, srv.lmr.RMRTriplet(0, 64), CompletionSuppress)
+				if errors.Is(err, ErrInvalidHandle) {
+					return
+				}
+				runtime.Gosched()
+			}
+		}()
+	}
+	var waitErr error
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		_, _, waitErr = cli.conn.Wait(nil, TimeoutInfinite, 1)
+	}()
+	time.Sleep(20 * time.Millisecond)
+	if err := cli.ia.Close(CloseAbrupt); err != nil {
+		t.Fatal(err)
+	}
+	close(stop)
+	wg.Wait()
+	if !errors.Is(waitErr, ErrAbort) {
+		t.Fatalf("waiter: %v", waitErr)
+	}
+	srv.waitConn(ConnectionEventDisconnected)
+}
