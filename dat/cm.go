@@ -599,6 +599,7 @@ func (c *CR) Accept(ep *EP, privateData []byte) error {
 		return ErrInvalidHandleCR
 	}
 	ep.state = EPStateCompletionPending
+	ep.hold.Store(true)
 	ep.cr = nil
 	qp := ep.qp
 	ep.mu.Unlock()
@@ -609,6 +610,7 @@ func (c *CR) Accept(ep *EP, privateData []byte) error {
 	if err != nil {
 		ep.state = EPStateDisconnected
 		ep.postConn(ConnectionEventAcceptCompletionError, nil)
+		ep.releaseHold()
 		ep.mu.Unlock()
 		return nil
 	}
@@ -619,6 +621,7 @@ func (c *CR) Accept(ep *EP, privateData []byte) error {
 		ep.state = EPStateConnected
 		ep.postConn(ConnectionEventEstablished, nil)
 	}
+	ep.releaseHold()
 	ep.mu.Unlock()
 	return nil
 }
@@ -819,6 +822,7 @@ func (ep *EP) connect(addr string, ra *net.TCPAddr, qual ConnQual, timeout Timeo
 		ctx, cancel = context.WithTimeout(ia.ctx, timeout)
 	}
 	ep.state = EPStateActiveConnectionPending
+	ep.hold.Store(true)
 	ep.cancel = cancel
 	ep.remoteAddr, ep.remotePort = ra, qual
 	qp := ep.qp
@@ -837,6 +841,9 @@ func (ep *EP) connect(addr string, ra *net.TCPAddr, qual ConnQual, timeout Timeo
 			if conn != nil {
 				conn.disconnect(false)
 			}
+			if ep.qp == qp {
+				ep.releaseHold()
+			}
 			return
 		}
 		if err != nil {
@@ -845,8 +852,9 @@ func (ep *EP) connect(addr string, ra *net.TCPAddr, qual ConnQual, timeout Timeo
 			if timedOut {
 				n, rpd = ConnectionEventTimedOut, nil
 			}
-			go qp.Destroy() // flush pre-posted receives to the recv EVD
 			ep.postConn(n, rpd)
+			ep.releaseHold()
+			go qp.Destroy() // flush pre-posted receives to the recv EVD
 			return
 		}
 		ep.conn = conn
@@ -857,6 +865,7 @@ func (ep *EP) connect(addr string, ra *net.TCPAddr, qual ConnQual, timeout Timeo
 		}
 		ep.state = EPStateConnected
 		ep.postConn(ConnectionEventEstablished, peer)
+		ep.releaseHold()
 	}()
 	return nil
 }
@@ -886,8 +895,9 @@ func (ep *EP) Disconnect(flags CloseFlags) error {
 			ep.conn.disconnect(false)
 		}
 		ep.state = EPStateDisconnected
-		go ep.qp.Destroy()
 		ep.postConn(ConnectionEventDisconnected, nil)
+		ep.releaseHold()
+		go ep.qp.Destroy()
 		return nil
 	case EPStateDisconnectPending:
 		if flags == CloseGraceful {

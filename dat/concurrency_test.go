@@ -169,3 +169,35 @@ func TestCloseWhileBusy(t *testing.T) {
 	}
 	srv.waitConn(ConnectionEventDisconnected)
 }
+
+// DTO completions that race ahead of ESTABLISHED are held back until it is
+// posted (spec §6.3.1: connection establishment precedes DTO completions).
+func TestHoldUntilEstablished(t *testing.T) {
+	s := newSide(t, "s")
+	ep := s.ep
+	ep.mu.Lock()
+	ep.hold.Store(true)
+	ep.mu.Unlock()
+	if err := ep.holdOrPost(s.dto, Event{Number: DTOCompletionEvent, DTO: DTOCompletion{Cookie: 5}}, true); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.dto.Dequeue(); !errors.Is(err, ErrQueueEmpty) {
+		t.Fatal("held event delivered early")
+	}
+	ep.mu.Lock()
+	ep.postConn(ConnectionEventEstablished, nil)
+	ep.releaseHold()
+	ep.mu.Unlock()
+	if ev, err := s.conn.Dequeue(); err != nil || ev.Number != ConnectionEventEstablished {
+		t.Fatal(ev, err)
+	}
+	if ev, err := s.dto.Dequeue(); err != nil || ev.DTO.Cookie != 5 {
+		t.Fatal(ev, err)
+	}
+	if err := ep.holdOrPost(s.dto, Event{Number: DTOCompletionEvent}, true); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.dto.Dequeue(); err != nil {
+		t.Fatal("not posted after release")
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"sync"
+	"sync/atomic"
 
 	"github.com/softrnic/softrnic/rnic"
 )
@@ -113,6 +114,11 @@ type EP struct {
 	rsp        *RSP // RSP holding this EP
 	provider   bool // created by a PSP with PSPProvider
 	streams    bool // EVD stream references taken
+
+	// While a connection is being established, DTO completions are held
+	// back so that ESTABLISHED precedes them (spec §6.3.1 ordering).
+	hold atomic.Bool
+	held []heldEvent
 
 	slotMu sync.Mutex // guards req, rcv, rPosted, rDone (taken by completions)
 	sendMu sync.Mutex
@@ -621,4 +627,38 @@ func (ep *EP) Reset() error {
 		ep.state = EPStateUnconnected
 	}
 	return nil
+}
+
+type heldEvent struct {
+	e      *EVD
+	ev     Event
+	notify bool
+}
+
+// holdOrPost posts a completion event unless the EP is establishing its
+// connection, in which case it is queued until releaseHold.
+func (ep *EP) holdOrPost(e *EVD, ev Event, notify bool) error {
+	if ep.hold.Load() {
+		ep.mu.Lock()
+		if ep.hold.Load() {
+			ep.held = append(ep.held, heldEvent{e, ev, notify})
+			ep.mu.Unlock()
+			return nil
+		}
+		ep.mu.Unlock()
+	}
+	return e.post(ev, notify)
+}
+
+// releaseHold posts the held completions after the connection event that
+// ends establishment (caller holds ep.mu).
+func (ep *EP) releaseHold() {
+	ep.hold.Store(false)
+	held := ep.held
+	ep.held = nil
+	for _, h := range held {
+		if err := h.e.post(h.ev, h.notify); err != nil {
+			ep.broken()
+		}
+	}
 }

@@ -606,7 +606,7 @@ func (ia *IA) completion(e *EVD, wc *rnic.Completion) {
 		}
 		return
 	}
-	if err := e.post(ev, notify); err != nil && errors.Is(err, ErrQueueFull) {
+	if err := ep.holdOrPost(e, ev, notify); err != nil && errors.Is(err, ErrQueueFull) {
 		// spec §6.3.1: a connection whose completion overflowed its EVD is broken
 		ep.broken()
 	}
