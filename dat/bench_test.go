@@ -87,3 +87,34 @@ func itoa(n int) string {
 	}
 	return string(b[i:])
 }
+
+// BenchmarkRDMAWriteRoCE is BenchmarkRDMAWrite over the RoCEv2 transport
+// (UDP sockets on loopback).
+func BenchmarkRDMAWriteRoCE(b *testing.B) {
+	for _, size := range []int{64, 4096, 65536} {
+		b.Run(itoa(size), func(b *testing.B) {
+			srv, cli := roceSides(b)
+			connectPairTo(b, srv, cli, nil, roceSrv)
+			if size > len(cli.buf) {
+				cli.buf = make([]byte, size)
+				cli.lmr, _ = cli.ia.CreateLMR(cli.buf, cli.pz, MemPrivAll, VATypeVA)
+				srv.buf = make([]byte, size)
+				srv.lmr, _ = srv.ia.CreateLMR(srv.buf, srv.pz, MemPrivAll, VATypeVA)
+			}
+			iov := []LMRTriplet{cli.lmr.Triplet(0, size)}
+			remote := srv.lmr.RMRTriplet(0, size)
+			b.SetBytes(int64(size))
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if err := cli.ep.PostRDMAWrite(iov, uint64(i), remote, CompletionDefault); err != nil {
+					b.Fatal(err)
+				}
+				ev, _, err := cli.dto.Wait(nil, waitT, 1)
+				if err != nil || ev.DTO.Status != DTOSuccess {
+					b.Fatal(ev.DTO, err)
+				}
+			}
+		})
+	}
+}

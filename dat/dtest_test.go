@@ -208,7 +208,7 @@ func TestDTestFlowRoCE(t *testing.T) {
 	dtestFlow(t, srv, cli, &net.IPAddr{IP: net.IPv4(127, 0, 0, 2)})
 }
 
-func roceSides(t *testing.T) (*side, *side) {
+func roceSides(t testing.TB) (*side, *side) {
 	t.Helper()
 	for try := 0; try < 20; try++ {
 		c, err := net.ListenPacket("udp", "127.0.0.2:0")
