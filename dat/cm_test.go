@@ -8,6 +8,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/softrnic/softrnic/rnic"
 )
 
 // §6.4 connection management and §6.6.3 connection models.
@@ -415,5 +417,39 @@ func TestConnectUnreachable(t *testing.T) {
 	cli.waitConn(ConnectionEventUnreachable)
 	if cli.ep.State() != EPStateDisconnected {
 		t.Fatal(cli.ep.State())
+	}
+}
+
+type failReq struct{}
+
+func (failReq) privateData() []byte  { return []byte("x") }
+func (failReq) remoteAddr() net.Addr { return &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 9} }
+func (failReq) localAddr() net.Addr  { return &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 10} }
+func (failReq) accept(*rnic.QP, connParams) (tconn, error) {
+	return nil, errors.New("transport refused the reply")
+}
+func (failReq) reject([]byte) error { return nil }
+
+// §6.4.5.2: a transport failure during accept is reported as
+// DAT_CONNECTION_EVENT_ACCEPT_COMPLETION_ERROR and the EP is Disconnected.
+func TestAcceptCompletionError(t *testing.T) {
+	s := newSide(t, "s")
+	cr := &CR{req: failReq{}, pdata: []byte("x")}
+	cr.ia = s.ia
+	if err := s.ia.register(cr); err != nil {
+		t.Fatal(err)
+	}
+	if err := cr.Accept(s.ep, make([]byte, MaxPrivateData+1)); !errors.Is(err, ErrInvalidParameter) {
+		t.Fatal(err)
+	}
+	if err := cr.Accept(s.ep, nil); err != nil {
+		t.Fatal(err)
+	}
+	s.waitConn(ConnectionEventAcceptCompletionError)
+	if s.ep.State() != EPStateDisconnected {
+		t.Fatal(s.ep.State())
+	}
+	if _, err := cr.Query(CRFieldAll); !errors.Is(err, ErrInvalidHandleCR) {
+		t.Fatal("CR survived accept")
 	}
 }
