@@ -6,6 +6,8 @@ import (
 	"runtime"
 	"testing"
 	"time"
+
+	"github.com/softrnic/softrnic/rnic"
 )
 
 // §6.5 SRQ, §6.6.20–25 DTOs, §6.7 memory, §6.8 completions, extensions.
@@ -517,5 +519,34 @@ func TestNoGoroutineLeak(t *testing.T) {
 	if n := runtime.NumGoroutine(); n > before {
 		buf := make([]byte, 1<<16)
 		t.Fatalf("%d goroutines before, %d after:\n%s", before, n, buf[:runtime.Stack(buf, true)])
+	}
+}
+
+func TestFlagAndStatusMapping(t *testing.T) {
+	for _, c := range []struct {
+		f    CompletionFlags
+		want rnic.SendFlags
+	}{
+		{CompletionDefault, rnic.Signaled},
+		{CompletionSuppress, 0},
+		{CompletionSolicitedWait, rnic.Signaled | rnic.Solicited},
+		{CompletionBarrierFence | CompletionSuppress, rnic.Fence},
+	} {
+		if got := sendFlags(c.f); got != c.want {
+			t.Errorf("%v -> %v, want %v", c.f, got, c.want)
+		}
+	}
+	for st, want := range map[rnic.Status]DTOStatus{
+		rnic.StatusSuccess: DTOSuccess, rnic.StatusLocLenErr: DTOErrLocalLength, rnic.StatusLocQPOpErr: DTOErrLocalEP,
+		rnic.StatusLocProtErr: DTOErrLocalProtection, rnic.StatusWRFlushErr: DTOErrFlushed,
+		rnic.StatusMWBindErr: RMROperationFailed, rnic.StatusBadRespErr: DTOErrBadResponse,
+		rnic.StatusLocAccessErr: DTOErrLocalProtection, rnic.StatusRemInvReqErr: DTOErrRemoteResponder,
+		rnic.StatusRemAccessErr: DTOErrRemoteAccess, rnic.StatusRemOpErr: DTOErrRemoteResponder,
+		rnic.StatusRetryExcErr: DTOErrTransport, rnic.StatusRNRRetryExcErr: DTOErrReceiverNotReady,
+		rnic.StatusRemAbortErr: DTOErrRemoteResponder, rnic.StatusFatalErr: DTOErrLocalEP, rnic.StatusGeneralErr: DTOErrTransport,
+	} {
+		if got := dtoStatus(st); got != want {
+			t.Errorf("%v -> %v, want %v", st, got, want)
+		}
 	}
 }
