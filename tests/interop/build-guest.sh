@@ -85,7 +85,7 @@ dl() { # dl pkg[=ver]...: download into $DEBS unless a matching .deb is already 
 	done
 	[ ${#want[@]} = 0 ] && return 0
 	log "apt-get download ${want[*]}"
-	(cd "$DEBS" && timeout 900 apt-get download -q "${want[@]}" 2>&1 | grep -v '^W: Download is performed unsandboxed' >&2) ||
+	(cd "$DEBS" && timeout 900 apt-get download -qq "${want[@]}" 2>&1 | { grep -v '^W: Download is performed unsandboxed' >&2 || true; }) ||
 		die "apt-get download failed"
 }
 deb() { # deb name: path of the newest downloaded .deb of that package

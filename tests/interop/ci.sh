@@ -43,7 +43,7 @@ echo "== interop: go test (SOFTRNIC_INTEROP=1)"
 cd "$HERE/../.."
 set +e
 SOFTRNIC_INTEROP=1 timeout 2400 go test -count=1 -v -timeout 35m ./tests/interop/ 2>&1 |
-	grep -v -E '^\s+(server )?ping data: rdma-ping-' # rping -v payload lines are long; drop them
+	grep --line-buffered -v -E '^\s+(server )?ping data: rdma-ping-' # rping -v payload lines are long; drop them
 rc=${PIPESTATUS[0]}
 set -e
 echo "== interop: finished in $(($(date +%s) - t0)) s, exit $rc"
