@@ -57,6 +57,30 @@ func OpenIA(name string, asyncQLen int, asyncEVD *EVD) (*IA, *EVD, error) {
 	return DefaultRegistry.OpenIA(name, asyncQLen, asyncEVD)
 }
 
+// OpenIAv is dat_ia_openv (spec §8.3.3): OpenIA for a provider of DAT API
+// version major.minor (or a later minor) and, when threadSafe is set, a
+// thread-safe library. A mismatch is DAT_PROVIDER_NOT_FOUND with subtype
+// DAT_MAJOR_NOT_FOUND, DAT_MINOR_NOT_FOUND or DAT_THREAD_SAFETY_NOT_FOUND.
+func (r *Registry) OpenIAv(name string, asyncQLen int, asyncEVD *EVD, major, minor uint32, threadSafe bool) (*IA, *EVD, error) {
+	p := r.Lookup(name)
+	switch {
+	case p == nil:
+		return nil, nil, ErrNameNotRegistered
+	case p.Info.VersionMajor != major:
+		return nil, nil, ErrMajorNotFound
+	case p.Info.VersionMinor < minor:
+		return nil, nil, ErrMinorNotFound
+	case threadSafe && !p.Info.ThreadSafe:
+		return nil, nil, ErrThreadSafetyNotFound
+	}
+	return r.OpenIA(name, asyncQLen, asyncEVD)
+}
+
+// OpenIAv is Registry.OpenIAv on DefaultRegistry.
+func OpenIAv(name string, asyncQLen int, asyncEVD *EVD, major, minor uint32, threadSafe bool) (*IA, *EVD, error) {
+	return DefaultRegistry.OpenIAv(name, asyncQLen, asyncEVD, major, minor, threadSafe)
+}
+
 // OpenIA is dat_ia_open (spec §6.2.1.1). With asyncEVD nil the provider
 // creates the asynchronous EVD with asyncQLen entries and returns it;
 // otherwise asyncEVD (an async EVD of the same provider) receives this IA's

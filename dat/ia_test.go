@@ -106,3 +106,29 @@ func TestIACloseAbruptCascade(t *testing.T) {
 	}
 	cli.waitConn(ConnectionEventDisconnected)
 }
+
+// §8.3.3 dat_ia_openv.
+func TestOpenIAv(t *testing.T) {
+	r := NewRegistry()
+	r.AddProvider(&Provider{Info: ProviderInfo{Name: "v", VersionMajor: 2, VersionMinor: 0, ThreadSafe: false}, InstanceData: "iwarp 127.0.0.1"})
+	for _, c := range []struct {
+		name         string
+		major, minor uint32
+		ts           bool
+		want         error
+	}{
+		{"nope", 2, 0, false, ErrNameNotRegistered},
+		{"v", 1, 0, false, ErrMajorNotFound},
+		{"v", 2, 1, false, ErrMinorNotFound},
+		{"v", 2, 0, true, ErrThreadSafetyNotFound},
+	} {
+		if _, _, err := r.OpenIAv(c.name, 4, nil, c.major, c.minor, c.ts); !errors.Is(err, c.want) || !errors.Is(err, ErrProviderNotFound) {
+			t.Errorf("%+v: %v", c, err)
+		}
+	}
+	ia, _, err := r.OpenIAv("v", 4, nil, 2, 0, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ia.Close(CloseGraceful)
+}
