@@ -3,6 +3,7 @@ package dat
 import (
 	"bytes"
 	"errors"
+	"os"
 	"reflect"
 	"strings"
 	"testing"
@@ -110,4 +111,21 @@ func FuzzParseConf(f *testing.F) {
 			}
 		}
 	})
+}
+
+func TestRegistryLoadFile(t *testing.T) {
+	path := t.TempDir() + "/dat.conf"
+	if err := os.WriteFile(path, []byte(DefaultConf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := NewRegistry()
+	if err := r.LoadFile(path); err != nil {
+		t.Fatal(err)
+	}
+	if r.Lookup("softrnic-iwarp") == nil {
+		t.Fatal("not loaded")
+	}
+	if err := r.LoadFile(path + ".missing"); err == nil {
+		t.Fatal("missing file loaded")
+	}
 }

@@ -2,6 +2,7 @@ package dat
 
 import (
 	"fmt"
+	"os"
 	"sort"
 	"strings"
 	"sync"
@@ -80,6 +81,21 @@ func (r *Registry) Load(entries []ConfEntry) error {
 		}
 	}
 	return nil
+}
+
+// LoadFile loads a static registry file in dat.conf format (spec §8.4.5),
+// e.g. /etc/dat.conf.
+func (r *Registry) LoadFile(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	es, err := ParseConf(f)
+	if err != nil {
+		return err
+	}
+	return r.Load(es)
 }
 
 // ListProviders is dat_registry_list_providers (spec §8.2.2.1): up to max
