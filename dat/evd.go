@@ -352,6 +352,7 @@ func (e *EVD) Wait(ctx context.Context, timeout Timeout, threshold int) (ev Even
 	}
 	e.waiting = true
 	e.threshold = threshold
+	e.pendingNotify = false
 	// drain a stale wake token
 	select {
 	case <-e.wake:

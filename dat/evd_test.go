@@ -416,3 +416,26 @@ func BenchmarkEVDPostWait(b *testing.B) {
 		}
 	}
 }
+
+// §6.3.1: in CONFIG_THRESHOLD a waiter below its threshold is still woken by
+// a notification (non-completion) event, and gets the first queued event.
+func TestEVDThresholdWokenByNotification(t *testing.T) {
+	ia, _ := testIA(t)
+	e := mustEVD(t, ia, 8, nil, EVDDefault)
+	done := make(chan Event, 1)
+	go func() { ev, _, _ := e.Wait(nil, TimeoutInfinite, 3); done <- ev }()
+	waitBlocked(t, e)
+	e.post(Event{Number: DTOCompletionEvent, DTO: DTOCompletion{Cookie: 1}}, true)
+	select {
+	case ev := <-done:
+		t.Fatalf("woken below threshold by a completion: %+v", ev)
+	case <-time.After(20 * time.Millisecond):
+	}
+	e.post(Event{Number: ConnectionEventBroken}, true)
+	if ev := <-done; ev.Number != DTOCompletionEvent || ev.DTO.Cookie != 1 {
+		t.Fatalf("%+v", ev)
+	}
+	if ev, _ := e.Dequeue(); ev.Number != ConnectionEventBroken {
+		t.Fatal(ev)
+	}
+}
