@@ -854,7 +854,7 @@ func (ep *EP) connect(addr string, ra *net.TCPAddr, qual ConnQual, timeout Timeo
 			}
 			ep.postConn(n, rpd)
 			ep.releaseHold()
-			go qp.Destroy() // flush pre-posted receives to the recv EVD
+			ia.goDestroy(qp) // flush pre-posted receives to the recv EVD
 			return
 		}
 		ep.conn = conn
@@ -897,7 +897,7 @@ func (ep *EP) Disconnect(flags CloseFlags) error {
 		ep.state = EPStateDisconnected
 		ep.postConn(ConnectionEventDisconnected, nil)
 		ep.releaseHold()
-		go ep.qp.Destroy()
+		ep.ia.goDestroy(ep.qp)
 		return nil
 	case EPStateDisconnectPending:
 		if flags == CloseGraceful {
@@ -1000,4 +1000,14 @@ func (ia *IA) handleDeviceEvent(ev rnic.AsyncEvent) {
 			ia.asyncEvent(SRQLowWatermarkEvent, s, SRQLowWatermarkReason)
 		}
 	}
+}
+
+// goDestroy destroys a QP (flushing its work) on a goroutine the IA waits
+// for at close.
+func (ia *IA) goDestroy(qp *rnic.QP) {
+	ia.wg.Add(1)
+	go func() {
+		defer ia.wg.Done()
+		_ = qp.Destroy()
+	}()
 }
