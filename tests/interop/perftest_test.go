@@ -167,38 +167,43 @@ func ptParseReport(t *testing.T, who, out string, size, iters int) float64 {
 
 var ptVerbs = []struct{ verb, tool string }{{"write", "ib_write_bw"}, {"read", "ib_read_bw"}, {"send", "ib_send_bw"}}
 
-const (
-	ptSize  = 65536
-	ptIters = 1000
-)
+const ptIters = 1000
+
+// ptSizes are the message sizes of the interop runs: perftest's default and a small one.
+var ptSizes = []int{65536, 4096}
 
 // TestPerftestGuestClient: guest ib_{write,read,send}_bw -R (siw) as clients of softrnic
 // perftest.
 func TestPerftestGuestClient(t *testing.T) {
 	g := guest(t)
 	for _, v := range ptVerbs {
-		t.Run(v.verb, func(t *testing.T) {
-			record(t, PeerSiw, fmt.Sprintf("%s -R -s %d -n %d (guest client)", v.tool, ptSize, ptIters), "server")
-			port := ptPort()
-			t0 := time.Now()
-			srv := ptStartHost(t, g, 4*time.Minute, "perftest", v.verb, "-R", "--bind", HostSiwAddr, "-p", strconv.Itoa(port),
-				"-s", strconv.Itoa(ptSize), "-n", strconv.Itoa(ptIters), "--timeout", "180s")
-			if !srv.waitFor("Waiting for client to connect", 30*time.Second) {
-				t.Fatalf("softrnic perftest server did not start:\n%s", srv.out.String())
-			}
-			cli, err := g.Run(fmt.Sprintf("%s -R -d siw0 -F -s %d -n %d -p %d %s", v.tool, ptSize, ptIters, port, HostSiwAddr), 200*time.Second)
-			if err != nil {
-				t.Fatal(err)
-			}
-			code := srv.wait(60 * time.Second)
-			elapsed := time.Since(t0)
-			if cli.Code != 0 || code != 0 {
-				t.Fatalf("guest %s exit %d:\n%s\nsoftrnic server exit %d:\n%s", v.tool, cli.Code, Tail(cli.Output, 3000), code, Tail(srv.out.String(), 3000))
-			}
-			cbw := ptParseReport(t, "guest "+v.tool, cli.Output, ptSize, ptIters)
-			sbw := ptParseReport(t, "softrnic server", srv.out.String(), ptSize, ptIters)
-			t.Logf("%s: guest client BW average %.2f MB/s, softrnic server %.2f MB/s, wall %v", v.tool, cbw, sbw, elapsed.Round(100*time.Millisecond))
-		})
+		for _, size := range ptSizes {
+			t.Run(fmt.Sprintf("%s/%d", v.verb, size), func(t *testing.T) {
+				record(t, PeerSiw, fmt.Sprintf("%s -R -s %d -n %d (guest client)", v.tool, size, ptIters), "server")
+				port := ptPort()
+				t0 := time.Now()
+				srv := ptStartHost(t, g, 4*time.Minute, "perftest", v.verb, "-R", "--bind", HostSiwAddr, "-p", strconv.Itoa(port),
+					"-s", strconv.Itoa(size), "-n", strconv.Itoa(ptIters), "--timeout", "180s")
+				if !srv.waitFor("Waiting for client to connect", 30*time.Second) {
+					t.Fatalf("softrnic perftest server did not start:\n%s", srv.out.String())
+				}
+				t1 := time.Now()
+				cli, err := g.Run(fmt.Sprintf("%s -R -d siw0 -F -s %d -n %d -p %d %s", v.tool, size, ptIters, port, HostSiwAddr), 200*time.Second)
+				if err != nil {
+					t.Fatal(err)
+				}
+				clientTime := time.Since(t1)
+				code := srv.wait(60 * time.Second)
+				elapsed := time.Since(t0)
+				if cli.Code != 0 || code != 0 {
+					t.Fatalf("guest %s exit %d:\n%s\nsoftrnic server exit %d:\n%s", v.tool, cli.Code, Tail(cli.Output, 3000), code, Tail(srv.out.String(), 3000))
+				}
+				cbw := ptParseReport(t, "guest "+v.tool, cli.Output, size, ptIters)
+				sbw := ptParseReport(t, "softrnic server", srv.out.String(), size, ptIters)
+				t.Logf("%s -s %d: guest client BW average %.2f MB/s, softrnic server %.2f MB/s; client ran %v, whole test %v",
+					v.tool, size, cbw, sbw, clientTime.Round(100*time.Millisecond), elapsed.Round(100*time.Millisecond))
+			})
+		}
 	}
 }
 
@@ -206,31 +211,34 @@ func TestPerftestGuestClient(t *testing.T) {
 func TestPerftestSoftrnicClient(t *testing.T) {
 	g := guest(t)
 	for _, v := range ptVerbs {
-		t.Run(v.verb, func(t *testing.T) {
-			record(t, PeerSiw, fmt.Sprintf("%s -R -s %d -n %d (guest server)", v.tool, ptSize, ptIters), "client")
-			port := ptPort()
-			t0 := time.Now()
-			srv, err := g.Start(fmt.Sprintf("exec %s -R -d siw0 -F -s %d -n %d -p %d", v.tool, ptSize, ptIters, port), 200*time.Second)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer srv.Kill()
-			time.Sleep(2 * time.Second) // let perftest bind and listen
-			cli := ptStartHost(t, g, 4*time.Minute, "perftest", v.verb, "-R", "-p", strconv.Itoa(port),
-				"-s", strconv.Itoa(ptSize), "-n", strconv.Itoa(ptIters), "--timeout", "180s", GuestSiwAddr)
-			code := cli.wait(200 * time.Second)
-			sr, err := srv.Wait(60 * time.Second)
-			elapsed := time.Since(t0)
-			if err != nil {
-				t.Fatalf("guest %s server: %v\n%s\nsoftrnic client exit %d:\n%s", v.tool, err, Tail(sr.Output, 3000), code, Tail(cli.out.String(), 3000))
-			}
-			if code != 0 || sr.Code != 0 {
-				t.Fatalf("softrnic client exit %d:\n%s\nguest %s server exit %d:\n%s", code, Tail(cli.out.String(), 3000), v.tool, sr.Code, Tail(sr.Output, 3000))
-			}
-			cbw := ptParseReport(t, "softrnic client", cli.out.String(), ptSize, ptIters)
-			sbw := ptParseReport(t, "guest "+v.tool+" server", sr.Output, ptSize, ptIters)
-			t.Logf("%s: softrnic client BW average %.2f MB/s, guest server %.2f MB/s, wall %v", v.tool, cbw, sbw, elapsed.Round(100*time.Millisecond))
-		})
+		for _, size := range ptSizes {
+			t.Run(fmt.Sprintf("%s/%d", v.verb, size), func(t *testing.T) {
+				record(t, PeerSiw, fmt.Sprintf("%s -R -s %d -n %d (guest server)", v.tool, size, ptIters), "client")
+				port := ptPort()
+				t0 := time.Now()
+				srv, err := g.Start(fmt.Sprintf("exec %s -R -d siw0 -F -s %d -n %d -p %d", v.tool, size, ptIters, port), 200*time.Second)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer srv.Kill()
+				time.Sleep(2 * time.Second) // let perftest bind and listen
+				cli := ptStartHost(t, g, 4*time.Minute, "perftest", v.verb, "-R", "-p", strconv.Itoa(port),
+					"-s", strconv.Itoa(size), "-n", strconv.Itoa(ptIters), "--timeout", "180s", GuestSiwAddr)
+				code := cli.wait(200 * time.Second)
+				sr, err := srv.Wait(60 * time.Second)
+				elapsed := time.Since(t0)
+				if err != nil {
+					t.Fatalf("guest %s server: %v\n%s\nsoftrnic client exit %d:\n%s", v.tool, err, Tail(sr.Output, 3000), code, Tail(cli.out.String(), 3000))
+				}
+				if code != 0 || sr.Code != 0 {
+					t.Fatalf("softrnic client exit %d:\n%s\nguest %s server exit %d:\n%s", code, Tail(cli.out.String(), 3000), v.tool, sr.Code, Tail(sr.Output, 3000))
+				}
+				cbw := ptParseReport(t, "softrnic client", cli.out.String(), size, ptIters)
+				sbw := ptParseReport(t, "guest "+v.tool+" server", sr.Output, size, ptIters)
+				t.Logf("%s -s %d: softrnic client BW average %.2f MB/s, guest server %.2f MB/s, whole test %v",
+					v.tool, size, cbw, sbw, elapsed.Round(100*time.Millisecond))
+			})
+		}
 	}
 }
 
@@ -238,15 +246,16 @@ func TestPerftestSoftrnicClient(t *testing.T) {
 // baseline for the numbers above (TCG makes absolute speeds meaningless).
 func TestPerftestGuestLoopback(t *testing.T) {
 	g := guest(t)
-	record(t, PeerSiw, fmt.Sprintf("guest ib_write_bw -R loopback, -s %d -n %d (baseline)", ptSize, ptIters), "-")
+	size := ptSizes[0]
+	record(t, PeerSiw, fmt.Sprintf("guest ib_write_bw -R loopback, -s %d -n %d (baseline)", size, ptIters), "-")
 	port := ptPort()
-	srv, err := g.Start(fmt.Sprintf("exec ib_write_bw -R -d siw0 -F -s %d -n %d -p %d", ptSize, ptIters, port), 120*time.Second)
+	srv, err := g.Start(fmt.Sprintf("exec ib_write_bw -R -d siw0 -F -s %d -n %d -p %d", size, ptIters, port), 120*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer srv.Kill()
 	time.Sleep(2 * time.Second)
-	cli, err := g.Run(fmt.Sprintf("ib_write_bw -R -d siw0 -F -s %d -n %d -p %d %s", ptSize, ptIters, port, GuestSiwAddr), 120*time.Second)
+	cli, err := g.Run(fmt.Sprintf("ib_write_bw -R -d siw0 -F -s %d -n %d -p %d %s", size, ptIters, port, GuestSiwAddr), 120*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -254,5 +263,5 @@ func TestPerftestGuestLoopback(t *testing.T) {
 	if err != nil || cli.Code != 0 || sr.Code != 0 {
 		t.Fatalf("loopback: %v; client exit %d:\n%s\nserver exit %d:\n%s", err, cli.Code, Tail(cli.Output, 3000), sr.Code, Tail(sr.Output, 3000))
 	}
-	t.Logf("guest siw loopback ib_write_bw: BW average %.2f MB/s", ptParseReport(t, "guest ib_write_bw", cli.Output, ptSize, ptIters))
+	t.Logf("guest siw loopback ib_write_bw: BW average %.2f MB/s", ptParseReport(t, "guest ib_write_bw", cli.Output, size, ptIters))
 }
