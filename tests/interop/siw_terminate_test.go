@@ -9,9 +9,10 @@ import (
 )
 
 // TestCRC: softrnic asks for MPA CRC (C bit) in either role; siw accepts and uses it.
-// Proof: softrnic reports CRC negotiated and checks the CRC32c of every FPDU siw sends it
-// (a zero or wrong CRC would be a CRC error and a Terminate, failing the run); its
-// CRCErrors counter stays 0 while it received FPDUs.
+// The connection runs through an MPAProxy in the namespace, which records the MPA Request
+// and Reply and checks the CRC32c of every FPDU in both directions independently of
+// softrnic. softrnic itself checks every CRC it receives (a bad one is a Terminate, which
+// fails the run) and its CRCErrors counter must stay 0.
 func TestCRC(t *testing.T) {
 	g := guest(t)
 	bin := softrnic(t)
@@ -24,8 +25,13 @@ func TestCRC(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer srv.Kill()
+		px, err := g.StartMPAProxy(HostSiwAddr+":0", fmt.Sprintf("%s:%d", GuestSiwAddr, p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer px.Close()
 		time.Sleep(time.Second)
-		cli, err := g.StartHost(2*time.Minute, bin, "rping", "-c", "-a", GuestSiwAddr, "-p", strconv.Itoa(p),
+		cli, err := g.StartHost(2*time.Minute, bin, "rping", "-c", "-a", HostSiwAddr, "-p", strconv.Itoa(px.Addr().Port),
 			"-C", strconv.Itoa(count), "-S", strconv.Itoa(size), "-V", "-v", "-d", "--crc", "--timeout", "90s")
 		if err != nil {
 			t.Fatal(err)
@@ -44,6 +50,17 @@ func TestCRC(t *testing.T) {
 		checkHostPings(t, "softrnic client", cr.Output, "ping data: ", count, size)
 		checkGuestSummary(t, "guest rping server", sr.Output, "server ping data: ", count, size)
 		checkCRCUsed(t, cr.Output)
+		up, down, err := px.Wait(30 * time.Second)
+		if err != nil {
+			t.Errorf("mpa proxy: %v", err)
+		}
+		t.Logf("softrnic Request bits %#04x, siw Reply bits %#04x; softrnic→siw %+v; siw→softrnic %+v",
+			up.Bits(), down.Bits(), crcOnly(up), crcOnly(down))
+		if up.Bits()&MPABitC == 0 || down.Bits()&MPABitC == 0 {
+			t.Errorf("C bit: softrnic Request %#04x, siw Reply %#04x; want both set", up.Bits(), down.Bits())
+		}
+		checkCRCStream(t, "siw → softrnic", down)
+		checkCRCStream(t, "softrnic → siw", up)
 	})
 	t.Run("softrnic server", func(t *testing.T) {
 		record(t, PeerSiw, fmt.Sprintf("MPA CRC required by softrnic, rping -C %d -S %d -V (guest client)", count, size), "server")
@@ -57,7 +74,12 @@ func TestCRC(t *testing.T) {
 		if !srv.WaitOutput("listening on", 30*time.Second) {
 			t.Fatalf("softrnic server did not listen:\n%s", srv.Output())
 		}
-		cli, err := g.Run(guestRping(fmt.Sprintf("-c -a %s -p %d -C %d -S %d -V -v", HostSiwAddr, p, count, size), "crccli", "ping data: "), 100*time.Second)
+		px, err := g.StartMPAProxy(HostSiwAddr+":0", fmt.Sprintf("%s:%d", HostSiwAddr, p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer px.Close()
+		cli, err := g.Run(guestRping(fmt.Sprintf("-c -a %s -p %d -C %d -S %d -V -v", HostSiwAddr, px.Addr().Port, count, size), "crccli", "ping data: "), 100*time.Second)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -71,7 +93,29 @@ func TestCRC(t *testing.T) {
 		checkGuestSummary(t, "guest rping client", cli.Output, "ping data: ", count, size)
 		checkHostPings(t, "softrnic server", sr.Output, "server ping data: ", count, size)
 		checkCRCUsed(t, sr.Output)
+		up, down, err := px.Wait(30 * time.Second)
+		if err != nil {
+			t.Errorf("mpa proxy: %v", err)
+		}
+		t.Logf("siw Request bits %#04x, softrnic Reply bits %#04x; siw→softrnic %+v; softrnic→siw %+v",
+			up.Bits(), down.Bits(), crcOnly(up), crcOnly(down))
+		// siw asks for no CRC (mpa_crc_required is off) and accepts a Reply that turns it on.
+		if up.Bits()&MPABitC != 0 || down.Bits()&MPABitC == 0 {
+			t.Errorf("C bit: siw Request %#04x, softrnic Reply %#04x; want clear, set", up.Bits(), down.Bits())
+		}
+		checkCRCStream(t, "siw → softrnic", up)
+		checkCRCStream(t, "softrnic → siw", down)
 	})
+}
+
+// crcOnly is s without its frame, for logging.
+func crcOnly(s MPAStream) MPAStream { s.Frame = nil; return s }
+
+func checkCRCStream(t *testing.T, dir string, s MPAStream) {
+	t.Helper()
+	if s.FPDUs == 0 || s.GoodCRC != s.FPDUs || s.BadCRC != 0 {
+		t.Errorf("%s: %d FPDUs, %d with a correct CRC32c, %d wrong (%d zero)", dir, s.FPDUs, s.GoodCRC, s.BadCRC, s.ZeroCRC)
+	}
 }
 
 func checkCRCUsed(t *testing.T, out string) {
