@@ -39,7 +39,12 @@
 // iWARP has no receiver-not-ready flow control: a Send (or Immediate Data) that arrives
 // with no receive posted is answered with Terminate DDP / untagged buffer / "no buffer
 // available" (1/2/0x02) and both QPs go to Error; the sender sees the Terminate as an
-// EventQPFatal whose error is an rdmap.TerminateError, and its unfinished work flushes.
+// EventQPFatal whose error (a *TermError) wraps the rdmap.TerminateError, and its
+// unfinished work flushes.
+//
+// RFC 7306 atomics and immediate data are used only when Config.Extensions is set on both
+// ends (MPA has no bit to negotiate them); otherwise such work requests complete with
+// LocQPOpErr and received ones are answered with Terminate "unexpected opcode", as siw does.
 //
 // Send-type operations (Send, Write) complete at the sender once written to TCP (RFC 5040
 // §5.5 allows it), so a remote error found in them later reaches the sender only as the
