@@ -49,6 +49,7 @@ const (
 // MPAStream is what an MPAProxy saw in one direction.
 type MPAStream struct {
 	Frame   []byte // the MPA Request or Reply: 20-byte header + private data
+	First   []byte // the first FPDU: length, ULPDU, pad and CRC field
 	FPDUs   int    // FPDUs relayed after the frame
 	GoodCRC int    // FPDUs whose CRC32c trailer matched (RFC 5044 §4.4, little-endian bytes)
 	BadCRC  int    // FPDUs whose trailer did not match
@@ -194,15 +195,15 @@ func (p *MPAProxy) relay(src, dst net.Conn, st *MPAStream, mine chan<- uint16, t
 		ulpdu := int(binary.BigEndian.Uint16(buf))
 		n := 2 + ulpdu
 		n += (4 - n%4) % 4 // pad (RFC 5044 §4.2)
-		total := n
-		if crc {
-			total += 4
-		}
+		total := n + 4     // the CRC field is always there; zero when CRC is off (RFC 5044 §4.1)
 		if _, err := io.ReadFull(src, buf[2:total]); err != nil {
 			// The peer may close mid-FPDU after a Terminate; not a CRC failure.
 			return
 		}
 		p.mu.Lock()
+		if st.FPDUs == 0 {
+			st.First = append([]byte(nil), buf[:total]...)
+		}
 		st.FPDUs++
 		if crc {
 			want := crc32.Checksum(buf[:n], table)

@@ -109,7 +109,7 @@ func TestCRC(t *testing.T) {
 }
 
 // crcOnly is s without its frame, for logging.
-func crcOnly(s MPAStream) MPAStream { s.Frame = nil; return s }
+func crcOnly(s MPAStream) MPAStream { s.Frame, s.First = nil, nil; return s }
 
 func checkCRCStream(t *testing.T, dir string, s MPAStream) {
 	t.Helper()
