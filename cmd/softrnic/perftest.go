@@ -469,7 +469,7 @@ func (s *ptSession) recvComm(ctx context.Context) ([]byte, error) {
 			if i < 0 || i >= ptCommRecvs {
 				return nil, fmt.Errorf("bad receive completion %d", wc.WRID)
 			}
-			msg := append([]byte(nil), s.commRecv[i*ptCommSlot:i*ptCommSlot+int(wc.ByteLen)]...)
+			msg := append([]byte(nil), s.commRecv[i*ptCommSlot:i*ptCommSlot+min(int(wc.ByteLen), ptCommSlot)]...)
 			s.pending = append(s.pending, msg)
 			if err := s.postCommRecv(i); err != nil {
 				return nil, err
