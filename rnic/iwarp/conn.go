@@ -1328,7 +1328,7 @@ func (c *Conn) rxAtomicResp(h []byte, n int) bool {
 // atomic completes with the matching status; the QP goes to Error.
 func (c *Conn) rxTerm(ctrl []byte, plen uint64) bool {
 	word := be.Uint32(ctrl)
-	te := parseTermWord(word)
+	te := decodeTermWord(word)
 	// The echoed DDP header (D bit) names the offending message: a Read Request or
 	// atomic request (QN 1) identifies the outstanding WQE by its MSN.
 	var echo [2 + ddp.UntaggedLen]byte

@@ -67,9 +67,42 @@ func termWord(e rdmap.TerminateError, flags uint32) uint32 {
 	return uint32(e.Word())<<16 | flags
 }
 
-// parseTermWord decodes a Terminate control word.
+// parseTermWord decodes a Terminate control word as RFC 5040 §4.8 lays it out.
 func parseTermWord(w uint32) rdmap.TerminateError {
 	return rdmap.TerminateError{Layer: rdmap.Layer(w >> 28), Type: rdmap.ErrorType(w >> 24 & 0xf), Code: rdmap.ErrorCode(w >> 16)}
+}
+
+// headersAllowed reports whether a Terminate of this layer and type may carry the
+// terminated DDP header (RFC 5040 §4.8 Figure 10): not for catastrophic or LLP errors.
+func headersAllowed(e rdmap.TerminateError) bool {
+	switch e.Layer {
+	case rdmap.LayerRDMAP:
+		return e.Type != rdmap.TypeLocalCatastrophic
+	case rdmap.LayerDDP:
+		return e.Type == rdmap.TypeDDPTagged || e.Type == rdmap.TypeDDPUntagged
+	}
+	return false
+}
+
+// decodeTermWord decodes a received Terminate control word, undoing Linux siw's swapped
+// Layer/EType nibbles (tests/interop/README.md finding 2: siw's little-endian bitfields
+// put EType<<4|Layer in the first byte). The RFC reading is kept unless it is an
+// unassigned triple, or carries headers its layer/type may not, while the swapped
+// reading is consistent; a conforming peer is therefore always read per the RFC.
+func decodeTermWord(w uint32) rdmap.TerminateError {
+	t := parseTermWord(w)
+	s := t
+	s.Layer, s.Type = rdmap.Layer(t.Type), rdmap.ErrorType(t.Layer)
+	if s == t || s.CodeName() == "" {
+		return t
+	}
+	if t.CodeName() == "" {
+		return s
+	}
+	if w&termD != 0 && !headersAllowed(t) && headersAllowed(s) {
+		return s
+	}
+	return t
 }
 
 // taggedTerm maps an engine access error on a tagged segment to DDP tagged errors
