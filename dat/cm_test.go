@@ -453,3 +453,40 @@ func TestAcceptCompletionError(t *testing.T) {
 		t.Fatal("CR survived accept")
 	}
 }
+
+// The largest private data the provider advertises goes through both ways.
+func TestMaxPrivateData(t *testing.T) {
+	srv, cli := newSide(t, "server"), newSide(t, "client")
+	maxPrivateDataFlow(t, srv, cli, loopback())
+}
+
+func TestMaxPrivateDataRoCE(t *testing.T) {
+	srv, cli := roceSides(t)
+	maxPrivateDataFlow(t, srv, cli, roceSrv)
+}
+
+func maxPrivateDataFlow(t *testing.T, srv, cli *side, srvAddr net.Addr) {
+	_, p, _ := cli.ia.Query(0, 0)
+	pd := make([]byte, p.MaxPrivateDataSize)
+	for i := range pd {
+		pd[i] = byte(i)
+	}
+	psp, qual, _ := srv.ia.CreatePSPAny(srv.cr, PSPConsumer)
+	defer psp.Free()
+	if err := cli.ep.Connect(srvAddr, qual, waitT, append(pd, 0xEE), 0, 0); !errors.Is(err, ErrInvalidParameter) {
+		t.Fatalf("one byte too many: %v", err)
+	}
+	if err := cli.ep.Connect(srvAddr, qual, waitT, pd, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	ev := srv.wait(srv.cr)
+	if !bytes.HasPrefix(ev.CR.CR.PrivateData(), pd) {
+		t.Fatalf("request private data: %d bytes", len(ev.CR.CR.PrivateData()))
+	}
+	if err := ev.CR.CR.Accept(srv.ep, pd); err != nil {
+		t.Fatal(err)
+	}
+	if ce := cli.waitConn(ConnectionEventEstablished); !bytes.HasPrefix(ce.Conn.PrivateData, pd) {
+		t.Fatalf("reply private data: %d bytes", len(ce.Conn.PrivateData))
+	}
+}

@@ -305,12 +305,12 @@ type ProviderAttr struct {
 	HASupported                   bool
 }
 
-// MaxPrivateData is the largest private data an iWARP IA exchanges on
-// connection establishment: the Linux siw cap on MPA private data (RFC 5044
-// §7.1 allows 512), kept for interoperability. A RoCEv2 IA carries less in
-// a connect (the IB CM REQ after RDMA-CM's header); ProviderAttr reports
-// the IA's value.
-const MaxPrivateData = 256
+// MaxPrivateData is the largest Consumer private data an iWARP IA exchanges
+// on connection establishment: the Linux siw cap on MPA private data (256;
+// RFC 5044 §7.1 allows 512), kept for interoperability, less the RFC 6581
+// IRD/ORD word. A RoCEv2 IA carries less in a connect (the IB CM REQ after
+// RDMA-CM's header); ProviderAttr reports the IA's value.
+const MaxPrivateData = 252
 
 // IA attribute mask: any bit is accepted; IAFieldAll selects everything.
 const IAFieldAll uint64 = 0xFFFFFFFFF

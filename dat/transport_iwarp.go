@@ -77,7 +77,9 @@ func (t *iwarpTransport) peerClosed(err error) bool {
 	return errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) || errors.Is(err, io.EOF)
 }
 
-func (t *iwarpTransport) maxPrivateData(pdOp) int { return t.cfg.MPA.MaxPrivateData }
+// maxPrivateData: the MPA cap (256, siw's) covers the RFC 6581 IRD/ORD word
+// that enhanced (rev 2) frames carry before the Consumer's private data.
+func (t *iwarpTransport) maxPrivateData(pdOp) int { return t.cfg.MPA.MaxPrivateData - 4 }
 
 func (t *iwarpTransport) close() {}
 
