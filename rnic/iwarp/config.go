@@ -26,15 +26,21 @@ type Config struct {
 	Backlog int
 	// Disconnect bounds a graceful disconnect (default 5 s); then the close is abortive.
 	Disconnect time.Duration
+	// Settle delays the initiator's first FPDU (the RTR in peer-to-peer mode) after the
+	// MPA Reply. Linux siw sends its Reply before it attaches its receive handler, and an
+	// FPDU arriving in between stays unread (tests/interop/README.md finding 1); a short
+	// delay avoids it. Dial returns at once; only the first transmission waits.
+	Settle time.Duration
 
 	testORD int // tests: override the negotiated ORD to exceed the peer's IRD
 }
 
 // DefaultConfig returns the default configuration: MPA rev 2 with CRC, no Markers,
-// peer-to-peer mode with Write and Read RTRs, the siw 256-byte private-data cap.
+// peer-to-peer mode with Write and Read RTRs, the siw 256-byte private-data cap, and a
+// 20 ms Settle for siw responders.
 func DefaultConfig() *Config {
 	return &Config{MPA: mpa.Config{Rev: 2, CRC: true, P2P: true, RTR: mpa.RTRWrite | mpa.RTRRead,
-		MaxPrivateData: mpa.SiwMaxPrivateData}}
+		MaxPrivateData: mpa.SiwMaxPrivateData}, Settle: 20 * time.Millisecond}
 }
 
 func (c *Config) norm() Config {

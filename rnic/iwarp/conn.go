@@ -360,6 +360,15 @@ func (c *Conn) sendLoop() {
 		}
 	}
 	c.wake() // kicks consumed while gated
+	if c.initiator && c.cfg.Settle > 0 {
+		t := time.NewTimer(c.cfg.Settle)
+		select {
+		case <-t.C:
+		case <-c.quit:
+			t.Stop()
+			return
+		}
+	}
 	c.txMu.Lock()
 	if c.initiator && c.params.P2P {
 		err := c.sendRTR()

@@ -57,6 +57,10 @@ func newPair(t testing.TB, o *pairOpts) (cli, srv *side) {
 	if o == nil {
 		o = &pairOpts{}
 	}
+	if o.cli == nil {
+		o.cli = DefaultConfig()
+		o.cli.Settle = 0
+	}
 	cli, srv = newSide(t, o), newSide(t, o)
 	ln, err := Listen(srv.dev, "127.0.0.1:0", o.srv)
 	if err != nil {

@@ -18,6 +18,7 @@ func smallCfg() *Config {
 	c := DefaultConfig()
 	c.MULPDU = testMULPDU
 	c.Extensions = true
+	c.Settle = 0
 	return c
 }
 
