@@ -28,6 +28,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"net"
 	"os"
@@ -88,6 +89,7 @@ type ptOpts struct {
 	port       int
 	size       int
 	iters      int
+	duration   time.Duration // -D: client Write/Read tests run this long instead of -n
 	txDepth    int
 	rxDepth    int
 	cqMod      int
@@ -111,6 +113,7 @@ func perftestUsage(w io.Writer) {
 	-R, --rdma_cm		connect with rdma_cm (always on; accepted for compatibility)
 	-s, --size n		message size (default 65536)
 	-n, --iters n		iterations (default 5000 for write, 1000 otherwise)
+	-D, --duration s	client write/read: run s seconds instead of -n iterations
 	-p, --port n		port (default 18515)
 	-q, --qp n		number of QPs (only 1)
 	-t, --tx-depth n	send queue depth (default 128)
@@ -233,7 +236,9 @@ func parsePerftestArgs(args []string) (ptOpts, error) {
 	}
 	// force_dependecies: depths never exceed the iterations; CQ moderation ≤ TX depth;
 	// an odd receive depth of a Send test is rounded up (perftest's workaround).
-	o.txDepth = min(o.txDepth, o.iters)
+	if o.duration == 0 {
+		o.txDepth = min(o.txDepth, o.iters)
+	}
 	if o.verb == ptSend {
 		o.rxDepth = min(o.rxDepth, o.iters)
 		if o.rxDepth%2 == 1 {
@@ -254,7 +259,15 @@ func (o *ptOpts) set(c byte, v string) error {
 		}
 		return nil
 	case 'D':
-		return errors.New("-D (duration) is not supported; use -n")
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return fmt.Errorf("invalid -D %q", v)
+		}
+		if o.verb == ptSend {
+			return errors.New("-D (duration) is supported for write and read tests only; use -n")
+		}
+		o.duration = time.Duration(n) * time.Second
+		return nil
 	}
 	n, err := strconv.Atoi(v)
 	if err != nil {
@@ -866,9 +879,19 @@ func (s *ptSession) postRDMA(ctx context.Context) (ptReport, error) {
 	m := bwMeter{size: o.size, gbits: o.gbits}
 	iters, depth, mod := uint64(o.iters), uint64(o.txDepth), uint64(o.cqMod)
 	var scnt, ccnt, lastSig uint64
-	m.begin(time.Now())
+	start := time.Now()
+	m.begin(start)
+	if o.duration > 0 {
+		// -D: post until the time is up, then count what the last completion covers
+		// (the unsignaled tail finishes before the disconnect but is not counted).
+		iters = math.MaxUint64
+	}
 	for ccnt < iters {
 		for scnt < iters && scnt-ccnt < depth {
+			if o.duration > 0 && time.Since(start) >= o.duration {
+				iters = lastSig
+				break
+			}
 			wr.Flags = 0
 			if (scnt+1)%mod == 0 || scnt+1 == iters {
 				wr.Flags = rnic.Signaled
@@ -879,6 +902,9 @@ func (s *ptSession) postRDMA(ctx context.Context) (ptReport, error) {
 				return ptReport{}, fmt.Errorf("post send (scnt=%d): %w", scnt, err)
 			}
 			scnt++
+		}
+		if ccnt >= iters {
+			break
 		}
 		n, err := s.dataCQ.Wait(ctx, s.wc[:])
 		if err != nil {
@@ -893,7 +919,7 @@ func (s *ptSession) postRDMA(ctx context.Context) (ptReport, error) {
 			m.done(wc.WRID, now)
 		}
 	}
-	return m.report(iters), nil
+	return m.report(ccnt), nil
 }
 
 // causeOf prefers the cancellation cause of ctx to err.

@@ -41,7 +41,7 @@ func TestParsePerftestArgs(t *testing.T) {
 		t.Fatalf("read defaults: %+v", o)
 	}
 	for _, bad := range [][]string{
-		{}, {"atomic"}, {"write", "-n", "4"}, {"write", "-q", "2"}, {"write", "-s", "0"}, {"write", "-D", "5"},
+		{}, {"atomic"}, {"write", "-n", "4"}, {"write", "-q", "2"}, {"write", "-s", "0"}, {"send", "-D", "5"}, {"write", "-D", "0"},
 		{"write", "-c", "UD"}, {"write", "a", "b"}, {"write", "-p"}, {"write", "--nope"}, {"write", "-Rx"},
 		{"write", "--timeout", "x"}, {"write", "-p", "70000"}, {"send", "-s", "x"},
 	} {
@@ -290,4 +290,25 @@ func FuzzPtMessages(f *testing.F) {
 			_ = r.setField(i, b, 5.0)
 		}
 	})
+}
+
+// TestPerftestDuration: -D runs the client for a time instead of a count; the server
+// prints the client's report (count and rates) as it does for -n.
+func TestPerftestDuration(t *testing.T) {
+	for _, verb := range []string{"write", "read"} {
+		t.Run(verb, func(t *testing.T) {
+			t0 := time.Now()
+			_, co, sr, cr, serr, cerr := runPerftestPair(t, verb, []string{"-s", "4096", "-n", "5", "-D", "1"}, nil)
+			if serr != nil || cerr != nil {
+				t.Fatalf("server: %v\nclient: %v\n%s", serr, cerr, co)
+			}
+			if d := time.Since(t0); d < time.Second {
+				t.Errorf("a 1 s test took %v", d)
+			}
+			// -n 5 is ignored under -D: many more messages complete in a second.
+			if len(cr) != 1 || len(sr) != 1 || cr[0] != sr[0] || cr[0].Iters <= 5 || !(cr[0].Avg > 0) {
+				t.Fatalf("reports: server %+v client %+v", sr, cr)
+			}
+		})
+	}
 }

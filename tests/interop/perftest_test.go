@@ -145,14 +145,15 @@ func (p *ptHost) wait(timeout time.Duration) int {
 // message rate.
 var ptReportRE = regexp.MustCompile(`(?m)^\s*(\d+)\s+(\d+)\s+([0-9.]+|inf|nan)\s+([0-9.]+|inf|nan)\s+([0-9.]+|inf|nan)\s*$`)
 
-// ptParseReport returns the average bandwidth (MB/s) of the report line for size and iters.
+// ptParseReport returns the average bandwidth (MB/s) of the report line for size and iters
+// (iters < 0: any count).
 func ptParseReport(t *testing.T, who, out string, size, iters int) float64 {
 	t.Helper()
 	for _, m := range ptReportRE.FindAllStringSubmatch(out, -1) {
 		if m[1] != strconv.Itoa(size) {
 			continue
 		}
-		if m[2] != strconv.Itoa(iters) {
+		if iters >= 0 && m[2] != strconv.Itoa(iters) {
 			t.Errorf("%s reported %s iterations, want %d", who, m[2], iters)
 		}
 		bw, err := strconv.ParseFloat(m[4], 64)
@@ -264,4 +265,50 @@ func TestPerftestGuestLoopback(t *testing.T) {
 		t.Fatalf("loopback: %v; client exit %d:\n%s\nserver exit %d:\n%s", err, cli.Code, Tail(cli.Output, 3000), sr.Code, Tail(sr.Output, 3000))
 	}
 	t.Logf("guest siw loopback ib_write_bw: BW average %.2f MB/s", ptParseReport(t, "guest ib_write_bw", cli.Output, size, ptIters))
+}
+
+// TestPerftestDuration: ib_write_bw -R -D 2 in both roles (time-bound runs).
+func TestPerftestDuration(t *testing.T) {
+	g := guest(t)
+	const size = 65536
+	t.Run("guest-client", func(t *testing.T) {
+		record(t, PeerSiw, fmt.Sprintf("ib_write_bw -R -D 2 -s %d (guest client)", size), "server")
+		port := ptPort()
+		srv := ptStartHost(t, g, 2*time.Minute, "perftest", "write", "-R", "--bind", HostSiwAddr, "-p", strconv.Itoa(port),
+			"-s", strconv.Itoa(size), "-D", "2", "--timeout", "100s")
+		if !srv.waitFor("Waiting for client to connect", 30*time.Second) {
+			t.Fatalf("softrnic perftest server did not start:\n%s", srv.out.String())
+		}
+		cli, err := g.Run(fmt.Sprintf("ib_write_bw -R -d siw0 -F -s %d -D 2 -p %d %s", size, port, HostSiwAddr), 100*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		code := srv.wait(60 * time.Second)
+		if cli.Code != 0 || code != 0 {
+			t.Fatalf("guest ib_write_bw exit %d:\n%s\nsoftrnic server exit %d:\n%s", cli.Code, Tail(cli.Output, 3000), code, Tail(srv.out.String(), 3000))
+		}
+		cbw := ptParseReport(t, "guest ib_write_bw", cli.Output, size, -1)
+		sbw := ptParseReport(t, "softrnic server", srv.out.String(), size, -1)
+		t.Logf("ib_write_bw -D 2: guest client %.2f MB/s, softrnic server (client's report) %.2f MB/s", cbw, sbw)
+	})
+	t.Run("softrnic-client", func(t *testing.T) {
+		record(t, PeerSiw, fmt.Sprintf("ib_write_bw -R -D 2 -s %d (guest server)", size), "client")
+		port := ptPort()
+		srv, err := g.Start(fmt.Sprintf("exec ib_write_bw -R -d siw0 -F -s %d -D 2 -p %d", size, port), 100*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer srv.Kill()
+		time.Sleep(2 * time.Second)
+		cli := ptStartHost(t, g, 2*time.Minute, "perftest", "write", "-R", "-p", strconv.Itoa(port), "-s", strconv.Itoa(size),
+			"-D", "2", "--timeout", "100s", GuestSiwAddr)
+		code := cli.wait(100 * time.Second)
+		sr, err := srv.Wait(60 * time.Second)
+		if err != nil || code != 0 || sr.Code != 0 {
+			t.Fatalf("%v: softrnic client exit %d:\n%s\nguest server exit %d:\n%s", err, code, Tail(cli.out.String(), 3000), sr.Code, Tail(sr.Output, 3000))
+		}
+		cbw := ptParseReport(t, "softrnic client", cli.out.String(), size, -1)
+		sbw := ptParseReport(t, "guest ib_write_bw server", sr.Output, size, -1)
+		t.Logf("ib_write_bw -D 2: softrnic client %.2f MB/s, guest server (client's report) %.2f MB/s", cbw, sbw)
+	})
 }
