@@ -14,8 +14,8 @@ import (
 // With Markers every FPDU goes through mpa.Writer, which places them.
 
 const (
-	batchIOV   = 1024      // iovec entries (the Linux IOV_MAX)
-	batchArena = 32 << 10  // bytes of headers and trailers
+	batchIOV   = 256       // iovec entries (Linux IOV_MAX is 1024)
+	batchArena = 8 << 10   // bytes of headers and trailers
 	batchBytes = 512 << 10 // flush threshold
 )
 
