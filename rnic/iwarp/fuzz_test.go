@@ -1,6 +1,7 @@
 package iwarp
 
 import (
+	"context"
 	"net"
 	"testing"
 	"time"
@@ -42,6 +43,41 @@ func FuzzReceive(f *testing.F) {
 		case <-srv.qp.Done():
 		case <-time.After(5 * time.Second):
 			t.Fatal("responder did not finish after the stream ended")
+		}
+	})
+}
+
+// FuzzListener feeds arbitrary bytes to a listener as the MPA Request: it must never
+// panic; a well-formed request surfaces and can be rejected.
+func FuzzListener(f *testing.F) {
+	req, _ := mpa.Request(mpa.Config{Rev: 2, P2P: true, RTR: mpa.RTRWrite}, []byte("hi"))
+	f.Add(req.Append(nil))
+	f.Add([]byte("MPA ID Req Frame\x10\x02\x00\x04\x00\x10\x00\x10"))
+	f.Add([]byte("MPA ID Rep Frame\x00\x01\x00\x00"))
+	f.Add([]byte("MPA ID Req Frame\x00\x01\xff\xff"))
+	d, _ := rnic.Open(rnic.Config{})
+	defer d.Close()
+	cfg := DefaultConfig()
+	cfg.Timeout = time.Second
+	ln, err := Listen(d, "127.0.0.1:0", cfg)
+	if err != nil {
+		f.Fatal(err)
+	}
+	defer ln.Close()
+	f.Fuzz(func(t *testing.T, data []byte) {
+		nc, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Skip(err)
+		}
+		defer nc.Close()
+		_, _ = nc.Write(data)
+		if tc, ok := nc.(*net.TCPConn); ok {
+			_ = tc.CloseWrite()
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+		defer cancel()
+		if r, err := ln.Accept(ctx); err == nil {
+			_ = r.Reject([]byte("no"))
 		}
 	})
 }
