@@ -14,13 +14,20 @@ package main
 //	         xchg dest (keys), xchg dest (again, printed as "remote"), xchg dest (after RTR)
 //	         client runs the test; xchg dest; 5 × xchg report; xchg dest (close)
 //	         the server waits in the xchg after RTR+1 and prints the client's report
-//	send:    the server advertises (iWARP) a 4-byte credit counter in its dest
+//	send:    on iWARP both sides advertise a 4-byte credit counter in their dest
+//	         (ctx_alloc_credit; there is no RNR retry to fall back on)
 //	         xchg dest (keys), xchg dest (after connect), xchg dest (remote), server posts
 //	         rx-depth receives, xchg dest; client sends iters messages, never more than
 //	         rx-depth beyond the credit the server RDMA-WRITEs (a little-endian uint32
 //	         receive count, every rx-depth/3 receives); xchg dest (close)
 //
 // Then the client disconnects the data and the communication connections.
+//
+// As with perftest, both ends must be given the same -n for Send tests (the server counts
+// receives) and the server's -s must cover the client's. Not supported: -q > 1, UD/UC,
+// bidirectional (-b), -a, events, -D for Send tests; the peak bandwidth is the best rate
+// between two completions rather than perftest's per-WR timestamps, and the remote
+// address does not walk through the cycle buffer.
 
 import (
 	"context"
