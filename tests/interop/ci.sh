@@ -11,14 +11,18 @@ CACHE=${SOFTRNIC_INTEROP_CACHE:-$HERE/.cache}
 export SOFTRNIC_INTEROP_CACHE=$CACHE
 t0=$(date +%s)
 
-# Kill whatever QEMU the harness started and left behind (by the pid it recorded, only if that
-# pid is still a qemu-system process in the recorded namespace) and delete that namespace.
+# Kill whatever QEMU the harness started and left behind, by the pid it recorded, and delete
+# that namespace. A record is left behind only when the test process that owns it is gone
+# (another run may share this cache right now); the pid must still be a qemu-system process.
 cleanup() {
-	local f pid ns
+	local f pid ns owner
 	for f in "$CACHE"/run/*.pid; do
 		[ -e "$f" ] || continue
 		pid=$(basename "$f" .pid)
-		ns=$(cat "$f")
+		read -r ns owner <"$f" || true
+		if [ -n "${owner:-}" ] && [ -d "/proc/$owner" ]; then
+			continue # its test process is alive: not ours to touch
+		fi
 		if tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q "qemu-system-x86_64"; then
 			echo "interop ci: killing leftover qemu pid $pid (netns $ns)"
 			kill -KILL "$pid" 2>/dev/null || true

@@ -447,12 +447,14 @@ func (g *Guest) Close() {
 }
 
 // pidDir records the QEMU processes and namespaces started by this package, so ci.sh can
-// clean up after a test binary that was killed (it removes exactly those, by pid and name).
+// clean up after a test binary that was killed: each file, named by QEMU's pid, holds the
+// namespace and the pid of the test process that owns them. ci.sh removes exactly those,
+// and only when the owner is gone (another run may be using the same cache concurrently).
 func pidDir() string { return filepath.Join(CacheDir(), "run") }
 
 func writePidFile(pid int, netns string) {
 	_ = os.MkdirAll(pidDir(), 0o755)
-	_ = os.WriteFile(filepath.Join(pidDir(), strconv.Itoa(pid)+".pid"), []byte(netns+"\n"), 0o644)
+	_ = os.WriteFile(filepath.Join(pidDir(), strconv.Itoa(pid)+".pid"), []byte(fmt.Sprintf("%s %d\n", netns, os.Getpid())), 0o644)
 }
 
 func removePidFile(pid int) {
