@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -61,15 +62,25 @@ func (g *Guest) StartHost(timeout time.Duration, name string, args ...string) (*
 	p.cmd.Stdout, p.cmd.Stderr = &p.out, &p.out
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	p.cmd.WaitDelay = 5 * time.Second
-	if err := p.cmd.Start(); err != nil {
-		cancel()
-		return nil, err
-	}
+	// Pdeathsig is tied to the forking thread: start and wait on a thread that lives as long
+	// as the program (see Boot).
+	started := make(chan error, 1)
 	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if err := p.cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
 		p.err = p.cmd.Wait()
 		cancel()
 		close(p.done)
 	}()
+	if err := <-started; err != nil {
+		cancel()
+		return nil, err
+	}
 	return p, nil
 }
 

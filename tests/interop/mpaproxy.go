@@ -16,24 +16,37 @@ import (
 )
 
 // InNetns runs fn on an OS thread switched into the guest's namespace, so sockets fn creates
-// (net.Listen, net.Dial) live there. Sockets keep their namespace afterwards.
+// (net.Listen, net.Dial) live there. Sockets keep their namespace afterwards. The thread is
+// switched back before it is released; if that fails it stays locked and Go ends it, so the
+// namespace never leaks to other goroutines.
 func (g *Guest) InNetns(fn func() error) error {
 	errc := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
-		// The thread is never unlocked: it exits with this goroutine, so its namespace
-		// change cannot leak to other goroutines.
+		orig, err := os.Open("/proc/thread-self/ns/net")
+		if err != nil {
+			runtime.UnlockOSThread()
+			errc <- err
+			return
+		}
+		defer orig.Close()
 		ns, err := os.Open("/var/run/netns/" + g.Netns)
 		if err != nil {
+			runtime.UnlockOSThread()
 			errc <- err
 			return
 		}
 		defer ns.Close()
 		if err := unix.Setns(int(ns.Fd()), unix.CLONE_NEWNET); err != nil {
+			runtime.UnlockOSThread()
 			errc <- fmt.Errorf("setns %s: %w", g.Netns, err)
 			return
 		}
-		errc <- fn()
+		err = fn()
+		if unix.Setns(int(orig.Fd()), unix.CLONE_NEWNET) == nil {
+			runtime.UnlockOSThread()
+		}
+		errc <- err
 	}()
 	return <-errc
 }

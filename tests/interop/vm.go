@@ -229,19 +229,30 @@ func Boot(img Image, opts Options) (g *Guest, err error) {
 	}
 	g.qemu = exec.Command("ip", args...) // ip netns exec execs qemu: same pid
 	g.qemu.Stdout, g.qemu.Stderr = qlog, qlog
-	// If the test binary dies, the kernel kills QEMU too.
+	// If the test binary dies, the kernel kills QEMU too. Pdeathsig fires when the *thread*
+	// that forked QEMU exits, and Go ends threads whose goroutine exits while locked to them
+	// (see InNetns), so QEMU is started and waited for on a thread of its own that lives as
+	// long as QEMU does.
 	g.qemu.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
-	if err := g.qemu.Start(); err != nil {
+	started := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if err := g.qemu.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
+		g.waitErr = g.qemu.Wait()
+		qlog.Close()
+		close(g.exited)
+	}()
+	if err := <-started; err != nil {
 		qlog.Close()
 		g.qemu = nil
 		return g, err
 	}
 	writePidFile(g.qemu.Process.Pid, g.Netns)
-	go func() {
-		g.waitErr = g.qemu.Wait()
-		qlog.Close()
-		close(g.exited)
-	}()
 	deadline := time.Now().Add(opts.BootWait)
 	for {
 		if c, err := net.Dial("unix", sock); err == nil {
