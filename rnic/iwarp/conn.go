@@ -27,7 +27,7 @@ type Conn struct {
 	ird, ord  int
 	ext       bool
 
-	rd *mpa.Reader
+	rd frameReader
 	wr *mpa.Writer
 
 	kick     chan struct{}
@@ -151,7 +151,11 @@ func newConn(qp *rnic.QP, nc net.Conn, cfg Config, p mpa.Params, initiator bool,
 		}
 	}
 	c.mulpdu = max(min(c.mulpdu, mpa.MaxULPDU), mpa.MinMULPDU)
-	c.rd = mpa.NewReader(nc, p.RxFraming())
+	if p.RxMarkers {
+		c.rd = mpa.NewReader(nc, p.RxFraming())
+	} else {
+		c.rd = newFPDUReader(nc, p.CRC)
+	}
 	c.wr = mpa.NewWriter(nc, p.TxFraming())
 	c.pieces = make([][]byte, 0, 32)
 	c.tx = newTxBatch(p.CRC)

@@ -183,7 +183,10 @@ func newCommID() uint32 {
 
 // arm (re)starts the retry timer of c: resend c.last until MaxRetries, then fail.
 func (a *cmAgent) arm(c *cmConn, fail func()) {
-	c.timer = time.AfterFunc(a.timeout(), func() {
+	d := a.timeout()
+	c.mu.Lock() // the callback takes c.mu first, so it sees c.timer set
+	defer c.mu.Unlock()
+	c.timer = time.AfterFunc(d, func() {
 		c.mu.Lock()
 		if c.state == cmEstablished || c.state == cmClosed || (c.state != cmReqSent && c.state != cmRepSent && c.state != cmDreqSent) {
 			c.mu.Unlock()

@@ -39,7 +39,7 @@ var (
 
 func testConfig() *Config {
 	c := DefaultConfig()
-	c.Timeout = 10 // 4 ms
+	c.Timeout = 12 // 16 ms: short, yet 7 retries outlast scheduling stalls under -race
 	c.MinRNRTimer = 1
 	c.MTU = roce.MTU1024
 	return c

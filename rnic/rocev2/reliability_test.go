@@ -227,7 +227,7 @@ func TestExactlyOnceFaulty(t *testing.T) {
 	cf, sf := f, f
 	cf.Seed, sf.Seed = 11, 12
 	cfg := testConfig()
-	cfg.Timeout = 11 // 8 ms
+	cfg.Timeout = 12 // 16 ms: 7 retries must outlast scheduling stalls under -race on a loaded box
 	cfg.Window = 16  // go-back-N: less to resend per loss; with 128 and 8 ms timeouts -race runs congest
 	cli, srv := newPair(t, &pairOpts{cfg: cfg, cliF: cf, srvF: sf, cap: rnic.QPCap{MaxSendWR: 256, MaxRecvWR: 512}})
 	const maxLen = 5000
@@ -326,7 +326,10 @@ func TestExactlyOnceFaulty(t *testing.T) {
 		}
 		for _, c := range wc[:n] {
 			if c.Status != 0 || int(c.WRID) != completed {
-				t.Fatalf("send completion %d: %+v (%v)\ncli %s\nsrv %s", completed, c, cli.qp.Err(), cli.conn.debugState(), srv.conn.debugState())
+				t.Fatalf("send completion %d: %+v (%v)\ncli %s\nsrv %s\nlinks cli %+v srv %+v; rx dropped %d/%d ICRC %d/%d rxseg %d/%d",
+					completed, c, cli.qp.Err(), cli.conn.debugState(), srv.conn.debugState(), cli.link.Stats(), srv.link.Stats(),
+					cli.ep.RxDropped.Load(), srv.ep.RxDropped.Load(), cli.ep.ICRCErrors.Load(), srv.ep.ICRCErrors.Load(),
+					cli.qp.Counters().RxSegments.Load(), srv.qp.Counters().RxSegments.Load())
 			}
 			completed++
 			inflight--
