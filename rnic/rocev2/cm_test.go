@@ -12,7 +12,7 @@ import (
 	"github.com/softrnic/softrnic/roce"
 )
 
-var testCM = &CMConfig{ResponseTimeout: 12, MaxRetries: 5} // 16 ms
+var testCM = &CMConfig{ResponseTimeout: 14, MaxRetries: 5} // 67 ms
 
 type cmResult struct {
 	req  *ConnRequest
@@ -80,7 +80,7 @@ func TestCMConnectDataDisconnect(t *testing.T) {
 	postRecv(t, srv.qp, &rnic.RecvWR{WRID: 1, SGL: []rnic.SGE{rmr.SGE(0, 10000)}})
 	post(t, cli.qp, &rnic.SendWR{WRID: 1, Opcode: rnic.OpSend, Flags: rnic.Signaled, SGL: []rnic.SGE{smr.SGE(0, 10000)}})
 	if c := wait(t, srv.rcq, 1)[0]; c.Status != 0 || !bytes.Equal(rbuf, sbuf) {
-		t.Fatalf("%+v", c)
+		t.Fatalf("%+v server QP error %v client %v", c, srv.qp.Err(), cli.qp.Err())
 	}
 	wait(t, cli.scq, 1)
 	post(t, srv.qp, &rnic.SendWR{WRID: 2, Opcode: rnic.OpRead, Flags: rnic.Signaled, SGL: []rnic.SGE{rmr.SGE(0, 5000)},
