@@ -469,7 +469,7 @@ func (c *Conn) fill() int {
 			if w.Flags&rnic.LocalFence != 0 && !c.qp.IsOldest(w) {
 				break
 			}
-			if c.typ == UC && (isRdAtomic(w.Opcode)) {
+			if c.typ == UC && (isRdAtomic(w.Opcode) || w.Opcode == rnic.OpSendInv) {
 				c.failWQE(e, rnic.StatusLocQPOpErr, errors.New("rocev2: operation not supported on UC"))
 				break
 			}

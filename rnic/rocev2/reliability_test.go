@@ -202,6 +202,28 @@ func TestUC(t *testing.T) {
 	}
 }
 
+func TestUCSendInvRefused(t *testing.T) {
+	cli, _ := newPair(t, &pairOpts{typ: UC})
+	smr, _ := cli.reg(t, 8, allAccess)
+	post(t, cli.qp, &rnic.SendWR{WRID: 1, Opcode: rnic.OpSendInv, InvalidateSTag: 0x1234, Flags: rnic.Signaled, SGL: []rnic.SGE{smr.SGE(0, 8)}})
+	if c := wait(t, cli.scq, 1)[0]; c.Status != rnic.StatusLocQPOpErr {
+		t.Fatalf("%+v", c)
+	}
+}
+
+func TestUCWriteImm(t *testing.T) {
+	cli, srv := newPair(t, &pairOpts{typ: UC})
+	smr, sbuf := cli.reg(t, 3000, allAccess)
+	rmr, rbuf := srv.reg(t, 3000, allAccess)
+	fill(sbuf, 9)
+	postRecv(t, srv.qp, &rnic.RecvWR{WRID: 1})
+	post(t, cli.qp, &rnic.SendWR{WRID: 1, Opcode: rnic.OpWriteImm, Imm: 5, Flags: rnic.Signaled, SGL: []rnic.SGE{smr.SGE(0, 3000)},
+		RemoteAddr: rmr.Addr(), RKey: rmr.RKey()})
+	if c := wait(t, srv.rcq, 1)[0]; c.Status != 0 || c.Opcode != rnic.WCRecvRDMAWithImm || c.Imm != 5 || c.ByteLen != 3000 || !bytes.Equal(rbuf, sbuf) {
+		t.Fatalf("%+v", c)
+	}
+}
+
 func TestUCLossDropsMessage(t *testing.T) {
 	cli, srv := newPair(t, &pairOpts{typ: UC, cliF: Faults{Filter: dropNth(roce.UCSendMiddle, 1)}})
 	smr, sbuf := cli.reg(t, 5000, allAccess)
