@@ -20,9 +20,11 @@
 //
 // Each connected QP has two goroutines. The receiver reads the MPA length and DDP/RDMAP
 // header of each FPDU, validates the STag (tagged) or takes the next receive WQE
-// (untagged), and reads the payload from the socket straight into the registered memory
-// with the mpa.Reader, then checks the CRC. Every violation is answered with a Terminate
-// carrying the RFC 5040/5041/5044 layer, type and code; the QP then moves to Error.
+// (untagged), and reads the payload from the socket straight into the registered memory,
+// then checks the CRC. Without Markers it uses its own deframer, whose readv(2) places the
+// payload and fetches the next FPDU's header and CRC in one system call; with Markers it
+// uses mpa.Reader. Every violation is answered with a Terminate carrying the RFC
+// 5040/5041/5044 layer, type and code; the QP then moves to Error.
 //
 // The sender writes Terminates, Read/atomic responses (streamed from the source region)
 // and send-queue work, segmented to the negotiated MULPDU, straight from registered memory:
