@@ -100,6 +100,7 @@ func (cq *CQ) SetHandler(h func(*CQ)) {
 }
 
 // Wait polls into wc, blocking until at least one completion is available or ctx ends.
+// It arms the CQ, so use one waiting goroutine per CQ (or SetHandler).
 func (cq *CQ) Wait(ctx context.Context, wc []Completion) (int, error) {
 	for {
 		n, err := cq.Poll(wc)
