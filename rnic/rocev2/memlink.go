@@ -97,9 +97,13 @@ func (l *MemLink) SetFaults(f Faults) {
 	l.mu.Unlock()
 }
 
+// LocalAddr implements Link.
 func (l *MemLink) LocalAddr() netip.AddrPort { return l.addr }
-func (l *MemLink) BatchSize() int            { return 64 }
 
+// BatchSize implements Link.
+func (l *MemLink) BatchSize() int { return 64 }
+
+// Close implements Link: the address is released and Recv returns ErrLinkClosed.
 func (l *MemLink) Close() error {
 	l.once.Do(func() {
 		close(l.closed)
@@ -110,6 +114,8 @@ func (l *MemLink) Close() error {
 	return nil
 }
 
+// Send implements Link: each packet is copied, subjected to the faults, and
+// queued at dst (dropped when dst is unknown or its queue is full).
 func (l *MemLink) Send(bufs [][]byte, dst netip.AddrPort) error {
 	select {
 	case <-l.closed:
@@ -187,6 +193,7 @@ func (l *MemLink) deliver(d *MemLink, p *memPkt) {
 	}
 }
 
+// Recv implements Link.
 func (l *MemLink) Recv(bufs [][]byte, sizes []int, from []netip.AddrPort) (int, error) {
 	var p *memPkt
 	select {

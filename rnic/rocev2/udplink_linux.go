@@ -127,13 +127,20 @@ func ListenUDP(addr netip.AddrPort, o *UDPOptions) (*UDPLink, error) {
 	return l, nil
 }
 
-// GSO and GRO report whether the offloads are in use.
+// GSO reports whether UDP GSO is in use.
 func (l *UDPLink) GSO() bool { return l.gso }
+
+// GRO reports whether UDP GRO is in use.
 func (l *UDPLink) GRO() bool { return l.gro }
 
+// LocalAddr implements Link.
 func (l *UDPLink) LocalAddr() netip.AddrPort { return l.local }
-func (l *UDPLink) BatchSize() int            { return l.batch }
-func (l *UDPLink) Close() error              { return l.conn.Close() }
+
+// BatchSize implements Link.
+func (l *UDPLink) BatchSize() int { return l.batch }
+
+// Close implements Link.
+func (l *UDPLink) Close() error { return l.conn.Close() }
 
 func (l *UDPLink) putName(dst netip.AddrPort) uint32 {
 	a := dst.Addr()

@@ -30,12 +30,22 @@ func ListenUDP(addr netip.AddrPort, o *UDPOptions) (*UDPLink, error) {
 	return &UDPLink{conn: conn, local: netip.AddrPortFrom(la.Addr().Unmap(), la.Port())}, nil
 }
 
-func (l *UDPLink) GSO() bool                 { return false }
-func (l *UDPLink) GRO() bool                 { return false }
-func (l *UDPLink) LocalAddr() netip.AddrPort { return l.local }
-func (l *UDPLink) BatchSize() int            { return 1 }
-func (l *UDPLink) Close() error              { return l.conn.Close() }
+// GSO reports false: no offloads here.
+func (l *UDPLink) GSO() bool { return false }
 
+// GRO reports false.
+func (l *UDPLink) GRO() bool { return false }
+
+// LocalAddr implements Link.
+func (l *UDPLink) LocalAddr() netip.AddrPort { return l.local }
+
+// BatchSize implements Link.
+func (l *UDPLink) BatchSize() int { return 1 }
+
+// Close implements Link.
+func (l *UDPLink) Close() error { return l.conn.Close() }
+
+// Send implements Link.
 func (l *UDPLink) Send(bufs [][]byte, dst netip.AddrPort) error {
 	for _, b := range bufs {
 		if _, err := l.conn.WriteToUDPAddrPort(b, dst); errors.Is(err, net.ErrClosed) {
@@ -45,6 +55,7 @@ func (l *UDPLink) Send(bufs [][]byte, dst netip.AddrPort) error {
 	return nil
 }
 
+// Recv implements Link.
 func (l *UDPLink) Recv(bufs [][]byte, sizes []int, from []netip.AddrPort) (int, error) {
 	n, a, err := l.conn.ReadFromUDPAddrPort(bufs[0][:cap(bufs[0])])
 	if err != nil {
