@@ -100,10 +100,17 @@ func (cq *CQ) SetHandler(h func(*CQ)) {
 }
 
 // Wait polls into wc, blocking until at least one completion is available or ctx ends.
-// It arms the CQ, so use one waiting goroutine per CQ (or SetHandler).
+// It arms the CQ; several goroutines may wait on one CQ (a waiter that leaves completions
+// behind passes the wake-up on).
 func (cq *CQ) Wait(ctx context.Context, wc []Completion) (int, error) {
 	for {
 		n, err := cq.Poll(wc)
+		if n > 0 && cq.Len() > 0 {
+			select {
+			case cq.ch <- struct{}{}:
+			default:
+			}
+		}
 		if n > 0 || err != nil {
 			return n, err
 		}
