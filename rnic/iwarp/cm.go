@@ -134,11 +134,9 @@ func Dial(ctx context.Context, qp *rnic.QP, addr string, cfg *Config, p ConnPara
 
 // sendLLPTerm writes a bare Terminate on a connection whose MPA negotiation failed.
 func sendLLPTerm(nc net.Conn, p mpa.Params, te rdmap.TerminateError) {
-	var b [32]byte
-	h := b[:18+termCtrlLen]
-	putUntagged(h, true, rdmap.OpTerminate, 0, 2, 1, 0)
-	be.PutUint32(h[18:], termWord(te, 0))
-	_ = mpa.NewWriter(nc, p.TxFraming()).WriteFPDU(h, nil)
+	t := rdmap.TerminateFor(te, 0, nil, nil)
+	b := rdmap.AppendTerminateMessage(nil, 1, &t)
+	_ = mpa.NewWriter(nc, p.TxFraming()).WriteFPDU(b, nil)
 }
 
 // Listener accepts iWARP connection requests on a TCP address.

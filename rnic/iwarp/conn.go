@@ -861,22 +861,16 @@ func (c *Conn) lingerClose() {
 // then the control word and, when hdr is given, the DDP segment length and header (and
 // the Read Request header when rr is given). The receiver stops after calling it.
 func (c *Conn) sendTerm(te rdmap.TerminateError, hdr []byte, ulpLen int, rr []byte) {
-	b := make([]byte, 0, ddp.UntaggedLen+termCtrlLen+2+ddp.UntaggedLen+readReqLen)
-	b = b[:ddp.UntaggedLen+termCtrlLen]
-	putUntagged(b, true, rdmap.OpTerminate, 0, ddp.QNTerminate, 1, 0)
-	var flags uint32
+	// Layout and header rules (RFC 5040 §4.8 Figure 10) come from rdmap.TerminateFor; the
+	// DDP Segment Length is the segment's payload length, as siw reports it.
+	var t rdmap.Terminate
 	if hdr != nil {
-		flags |= termM | termD
+		segLen := max(ulpLen-len(hdr)-rdmap.ControlOpcode(hdr[1]).HeaderLen(), 0)
+		t = rdmap.TerminateFor(te, uint16(segLen), hdr, rr)
+	} else {
+		t = rdmap.TerminateFor(te, 0, nil, nil)
 	}
-	if rr != nil {
-		flags |= termR
-	}
-	be.PutUint32(b[ddp.UntaggedLen:], termWord(te, flags))
-	if hdr != nil {
-		b = be.AppendUint16(b, uint16(ulpLen))
-		b = append(b, hdr...)
-		b = append(b, rr...)
-	}
+	b := rdmap.AppendTerminateMessage(make([]byte, 0, ddp.UntaggedLen+t.Len()), 1, &t)
 	c.qp.EnterTerminate()
 	if c.cur != nil && te == rdmap.FromDDP(ddp.ErrMessageTooLong) {
 		// the receive buffer is too small; other failures leave the WQE to the flush

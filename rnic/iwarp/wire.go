@@ -47,19 +47,12 @@ type readReq struct {
 }
 
 func (r *readReq) put(b []byte) {
-	be.PutUint32(b[0:], r.sinkSTag)
-	be.PutUint64(b[4:], r.sinkTO)
-	be.PutUint32(b[12:], r.size)
-	be.PutUint32(b[16:], r.srcSTag)
-	be.PutUint64(b[20:], r.srcTO)
+	rdmap.ReadRequest(b[:rdmap.ReadRequestLen]).Init(r.sinkSTag, r.sinkTO, r.size, r.srcSTag, r.srcTO)
 }
 
 func (r *readReq) get(b []byte) {
-	r.sinkSTag = be.Uint32(b[0:])
-	r.sinkTO = be.Uint64(b[4:])
-	r.size = be.Uint32(b[12:])
-	r.srcSTag = be.Uint32(b[16:])
-	r.srcTO = be.Uint64(b[20:])
+	v := rdmap.ReadRequest(b[:rdmap.ReadRequestLen])
+	r.sinkSTag, r.sinkTO, r.size, r.srcSTag, r.srcTO = v.SinkSTag(), v.SinkTO(), v.Size(), v.SrcSTag(), v.SrcTO()
 }
 
 // termWord encodes the Terminate control word.
