@@ -300,6 +300,15 @@ type rpingSession struct {
 	rdmaMR *rnic.MR
 	startM *rnic.MR
 	wc     [8]rnic.Completion
+
+	// Work requests reused for every post (the engine copies them), so a ping allocates
+	// nothing here.
+	recvWR  rnic.RecvWR
+	sendWR  rnic.SendWR
+	rdmaWR  rnic.SendWR
+	recvSGE [1]rnic.SGE
+	sendSGE [1]rnic.SGE
+	rdmaSGE [1]rnic.SGE
 }
 
 func newRpingSession(o rpingOpts) (*rpingSession, error) {
@@ -370,7 +379,9 @@ func (s *rpingSession) config() *iwarp.Config {
 }
 
 func (s *rpingSession) postRecv() error {
-	return s.qp.PostRecv(&rnic.RecvWR{WRID: 1, SGL: []rnic.SGE{s.recvMR.SGE(0, rpingInfoLen)}})
+	s.recvSGE[0] = s.recvMR.SGE(0, rpingInfoLen)
+	s.recvWR = rnic.RecvWR{WRID: 1, SGL: s.recvSGE[:]}
+	return s.qp.PostRecv(&s.recvWR)
 }
 
 // postInfo sends the 16-byte advertisement of mr's first n bytes (rping_format_send).
@@ -378,7 +389,9 @@ func (s *rpingSession) postInfo(mr *rnic.MR, n int) error {
 	binary.BigEndian.PutUint64(s.send[0:], mr.Addr())
 	binary.BigEndian.PutUint32(s.send[8:], mr.RKey())
 	binary.BigEndian.PutUint32(s.send[12:], uint32(n))
-	s.debugf("RDMA addr %x rkey %x len %d", mr.Addr(), mr.RKey(), n)
+	if s.o.debug {
+		s.debugf("RDMA addr %x rkey %x len %d", mr.Addr(), mr.RKey(), n)
+	}
 	return s.postSend()
 }
 
@@ -392,13 +405,24 @@ func (s *rpingSession) postSink() error {
 	binary.BigEndian.PutUint64(s.send[0:], s.rdmaMR.Addr()+uint64(off))
 	binary.BigEndian.PutUint32(s.send[8:], s.rdmaMR.RKey())
 	binary.BigEndian.PutUint32(s.send[12:], uint32(s.o.size))
-	s.debugf("RDMA addr %x rkey %x len %d", s.rdmaMR.Addr()+uint64(off), s.rdmaMR.RKey(), s.o.size)
+	if s.o.debug {
+		s.debugf("RDMA addr %x rkey %x len %d", s.rdmaMR.Addr()+uint64(off), s.rdmaMR.RKey(), s.o.size)
+	}
 	return s.postSend()
 }
 
 func (s *rpingSession) postSend() error {
-	return s.qp.PostSend(&rnic.SendWR{WRID: 2, Opcode: rnic.OpSend, Flags: rnic.Signaled,
-		SGL: []rnic.SGE{s.sendMR.SGE(0, rpingInfoLen)}})
+	s.sendSGE[0] = s.sendMR.SGE(0, rpingInfoLen)
+	s.sendWR = rnic.SendWR{WRID: 2, Opcode: rnic.OpSend, Flags: rnic.Signaled, SGL: s.sendSGE[:]}
+	return s.qp.PostSend(&s.sendWR)
+}
+
+// postRDMA posts the server's RDMA Read or Write of n bytes of its buffer at the peer's
+// addr/rkey.
+func (s *rpingSession) postRDMA(op rnic.Opcode, n uint32, addr uint64, rkey uint32) error {
+	s.rdmaSGE[0] = rnic.SGE{Addr: s.rdmaMR.Addr(), Length: n, LKey: s.rdmaMR.LKey()}
+	s.rdmaWR = rnic.SendWR{WRID: 3, Opcode: op, Flags: rnic.Signaled, SGL: s.rdmaSGE[:], RemoteAddr: addr, RKey: rkey}
+	return s.qp.PostSend(&s.rdmaWR)
 }
 
 // errDisconnected reports that the peer closed the connection (rping's DISCONNECTED state).
@@ -434,7 +458,8 @@ func (s *rpingSession) await(ctx context.Context, want rnic.WCOpcode) (rnic.Comp
 			}
 			return rnic.Completion{}, err
 		}
-		var got *rnic.Completion
+		var got rnic.Completion
+		found := false
 		for i := 0; i < n; i++ {
 			wc := s.wc[i]
 			if wc.Status != rnic.StatusSuccess {
@@ -464,29 +489,34 @@ func (s *rpingSession) await(ctx context.Context, want rnic.WCOpcode) (rnic.Comp
 					return wc, fmt.Errorf("Received bogus data, size %d", wc.ByteLen)
 				}
 			default:
-				s.debugf("%v completion", wc.Opcode)
+				if s.o.debug {
+					s.debugf("%v completion", wc.Opcode)
+				}
 			}
-			if wc.Opcode == want && got == nil {
-				c := wc
-				got = &c
+			if wc.Opcode == want && !found {
+				got, found = wc, true
 			} else if wc.Opcode != rnic.WCSend {
 				return wc, fmt.Errorf("unexpected %v completion while waiting for %v", wc.Opcode, want)
 			}
 		}
-		if got != nil {
+		if found {
 			if want == rnic.WCRecv {
 				if err := s.postRecv(); err != nil {
-					return *got, fmt.Errorf("post recv error: %w", err)
+					return got, fmt.Errorf("post recv error: %w", err)
 				}
 			}
-			return *got, nil
+			return got, nil
 		}
 	}
 }
 
 // fillSource writes ping number ping into the client's source buffer (rping_test_client).
 func fillSource(buf []byte, ping int, start byte) {
-	cc := copy(buf, fmt.Sprintf(rpingMsgFmt, ping))
+	var pre [32]byte // "rdma-ping-%d: " without fmt, so a ping allocates nothing
+	p := append(pre[:0], "rdma-ping-"...)
+	p = strconv.AppendInt(p, int64(ping), 10)
+	p = append(p, ':', ' ')
+	cc := copy(buf, p)
 	c := start
 	for i := cc; i < len(buf); i++ {
 		buf[i] = c
@@ -630,15 +660,15 @@ func (s *rpingSession) serve(ctx context.Context) error {
 			return wrapState("wait for RDMA_READ_ADV", err)
 		}
 		addr, rkey, n := s.info()
-		s.debugf("Received rkey %x addr %x len %d from peer", rkey, addr, n)
+		if s.o.debug {
+			s.debugf("Received rkey %x addr %x len %d from peer", rkey, addr, n)
+		}
 		if s.o.fault == faultReadBadSTag {
 			rkey ^= 0xff
 		}
 		// The sink is the local buffer; a client advertising more than -S overruns it, which
 		// the engine reports as a local length/protection error, as the kernel would.
-		err := s.qp.PostSend(&rnic.SendWR{WRID: 3, Opcode: rnic.OpRead, Flags: rnic.Signaled,
-			SGL: []rnic.SGE{{Addr: s.rdmaMR.Addr(), Length: n, LKey: s.rdmaMR.LKey()}}, RemoteAddr: addr, RKey: rkey})
-		if err != nil {
+		if err := s.postRDMA(rnic.OpRead, n, addr, rkey); err != nil {
 			return fmt.Errorf("post send error: %w", err)
 		}
 		if _, err := s.await(ctx, rnic.WCRead); err != nil {
@@ -661,9 +691,7 @@ func (s *rpingSession) serve(ctx context.Context) error {
 		if wlen > len(s.rdma) {
 			wlen = len(s.rdma)
 		}
-		err = s.qp.PostSend(&rnic.SendWR{WRID: 4, Opcode: rnic.OpWrite, Flags: rnic.Signaled,
-			SGL: []rnic.SGE{s.rdmaMR.SGE(0, wlen)}, RemoteAddr: addr, RKey: rkey})
-		if err != nil {
+		if err := s.postRDMA(rnic.OpWrite, uint32(wlen), addr, rkey); err != nil {
 			return fmt.Errorf("post send error: %w", err)
 		}
 		if _, err := s.await(ctx, rnic.WCWrite); err != nil {

@@ -221,3 +221,47 @@ func TestRpingFaults(t *testing.T) {
 		})
 	}
 }
+
+// TestFillSourceAllocs: building a ping's payload allocates nothing.
+func TestFillSourceAllocs(t *testing.T) {
+	buf := make([]byte, 4096)
+	if n := testing.AllocsPerRun(100, func() { fillSource(buf, 123456, 'Q') }); n != 0 {
+		t.Fatalf("fillSource allocates %v times per call", n)
+	}
+	if want := fmt.Sprintf(rpingMsgFmt, 123456); !bytes.HasPrefix(buf, []byte(want)) {
+		t.Fatalf("prefix %q, want %q", buf[:len(want)], want)
+	}
+}
+
+// BenchmarkRpingLoopback measures one rping round (Send, Read, Send, Send, Write, Send)
+// between softrnic server and client over loopback TCP; bytes are the pinged buffer read
+// and written back.
+func BenchmarkRpingLoopback(b *testing.B) {
+	for _, size := range []int{64, 4096, 65535} {
+		b.Run(fmt.Sprintf("S%d", size), func(b *testing.B) {
+			b.ReportAllocs()
+			b.SetBytes(int64(2 * size))
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+			defer cancel()
+			ready := make(chan net.Addr, 1)
+			srv := rpingOpts{server: true, addr: "127.0.0.1", size: size, listening: func(a net.Addr) { ready <- a }}
+			done := make(chan error, 1)
+			go func() { done <- rping(ctx, srv) }()
+			var a net.Addr
+			select {
+			case a = <-ready:
+			case err := <-done:
+				b.Fatal(err)
+			}
+			cli := rpingOpts{client: true, addr: "127.0.0.1", port: a.(*net.TCPAddr).Port, size: size, count: b.N, validate: true}
+			b.ResetTimer()
+			if err := rping(ctx, cli); err != nil {
+				b.Fatal(err)
+			}
+			b.StopTimer()
+			if err := <-done; err != nil {
+				b.Fatal(err)
+			}
+		})
+	}
+}
