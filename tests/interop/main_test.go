@@ -54,10 +54,18 @@ func runMain(m *testing.M) int {
 		return 1
 	}
 	t1 := time.Now()
-	g, err := Boot(img, Options{KeepDir: os.Getenv("SOFTRNIC_INTEROP_KEEP") == "1"})
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "interop: FAIL: booting the guest: %v\n", err)
-		return 1
+	// One retry: a TCG boot on a loaded 2-core host occasionally dies early.
+	var g *Guest
+	for attempt := 1; ; attempt++ {
+		g, err = Boot(img, Options{KeepDir: os.Getenv("SOFTRNIC_INTEROP_KEEP") == "1"})
+		if err == nil {
+			break
+		}
+		fmt.Fprintf(os.Stderr, "interop: booting the guest (attempt %d): %v\n", attempt, err)
+		if attempt == 2 {
+			fmt.Fprintf(os.Stderr, "interop: FAIL: the guest did not boot\n")
+			return 1
+		}
 	}
 	fmt.Fprintf(os.Stderr, "interop: guest up in %v (netns %s, run dir %s)\n", time.Since(t1).Round(100*time.Millisecond), g.Netns, g.RunDir)
 	shared = g
