@@ -739,7 +739,7 @@ func (c *Conn) progress() {
 // ACKs are cumulative). It returns false if a Read or atomic before p is
 // still unanswered, in which case its request is retransmitted.
 func (c *Conn) ackTo(p roce.PSN) bool {
-	if !p.Less(c.maxSent) || p.Less(c.unaPSN.Add(PSNMinus1)) {
+	if !p.Less(c.maxSent) || p.Less(c.unaPSN.Add(psnMinus1)) {
 		return true // outside the window: stale or bogus
 	}
 	for i := c.sqHead; i != c.sqTail; i++ {
@@ -780,8 +780,8 @@ func (c *Conn) ackTo(p roce.PSN) bool {
 	return true
 }
 
-// PSNMinus1 adds −1 to a PSN with PSN.Add.
-const PSNMinus1 = roce.PSNMask
+// psnMinus1 adds −1 to a PSN with PSN.Add.
+const psnMinus1 = roce.PSNMask
 
 // entryAt returns the started, unfinished request whose PSN range holds p.
 func (c *Conn) entryAt(p roce.PSN) *sqe {
@@ -895,7 +895,7 @@ func (c *Conn) sendAck(r *rxCtx, syn roce.Syndrome, psn roce.PSN, orig uint64, a
 func (c *Conn) flushAck(r *rxCtx) {
 	if c.ackPending && !c.dead {
 		c.ackPending = false
-		c.sendAck(r, roce.ACKSyndrome(roce.CreditsUnlimited), c.ePSN.Add(PSNMinus1), 0, false)
+		c.sendAck(r, roce.ACKSyndrome(roce.CreditsUnlimited), c.ePSN.Add(psnMinus1), 0, false)
 	}
 }
 
@@ -1231,7 +1231,7 @@ func (c *Conn) ucInput(r *rxCtx, p *roce.Packet) {
 func (c *Conn) completer(p *roce.Packet) {
 	psn := p.BTH.PSN()
 	op := p.Opcode()
-	if !psn.Less(c.maxSent) || psn.Less(c.unaPSN.Add(PSNMinus1)) {
+	if !psn.Less(c.maxSent) || psn.Less(c.unaPSN.Add(psnMinus1)) {
 		return
 	}
 	var syn roce.Syndrome
@@ -1245,7 +1245,7 @@ func (c *Conn) completer(p *roce.Packet) {
 		case syn.IsACK():
 			c.ackTo(psn)
 		case syn.IsRNRNAK():
-			if !c.ackTo(psn.Add(PSNMinus1)) || psn != c.unaPSN || c.rnrPending {
+			if !c.ackTo(psn.Add(psnMinus1)) || psn != c.unaPSN || c.rnrPending {
 				break
 			}
 			c.qp.Counters().NAKs.Add(1)
@@ -1263,7 +1263,7 @@ func (c *Conn) completer(p *roce.Packet) {
 			c.wake()
 			return
 		case syn.IsNAK():
-			if !c.ackTo(psn.Add(PSNMinus1)) || psn != c.unaPSN {
+			if !c.ackTo(psn.Add(psnMinus1)) || psn != c.unaPSN {
 				break
 			}
 			c.qp.Counters().NAKs.Add(1)
@@ -1298,7 +1298,7 @@ func (c *Conn) completer(p *roce.Packet) {
 			return
 		}
 	case roce.RCAtomicAck:
-		if !syn.IsACK() || !c.ackTo(psn.Add(PSNMinus1)) {
+		if !syn.IsACK() || !c.ackTo(psn.Add(psnMinus1)) {
 			break
 		}
 		e := c.entryAt(psn)
@@ -1324,12 +1324,12 @@ func (c *Conn) completer(p *roce.Packet) {
 				// A response is missing: retransmit from the oldest unanswered PSN.
 				c.seqRetried = true
 				c.qp.Counters().Retransmits.Add(1)
-				c.ackTo(e.first.Add(PSNMinus1))
+				c.ackTo(e.first.Add(psnMinus1))
 				c.seek(c.unaPSN)
 			}
 			break
 		}
-		if !c.ackTo(e.first.Add(PSNMinus1)) {
+		if !c.ackTo(e.first.Add(psnMinus1)) {
 			break
 		}
 		rem := e.w.Len - e.got
