@@ -615,7 +615,7 @@ func (r *ConnRequest) Accept(qp *rnic.QP, p ConnParam) (*Conn, error) {
 	cfg.MaxRdAtomic = min(depth(p.ORD), max(int(m.ResponderResources), 1))
 	cfg.MaxDestRd = depth(p.IRD)
 	cfg.RetryCnt = m.RetryCount & 7
-	cfg.RNRRetry = retry(p.RNRRetryCount)
+	cfg.RNRRetry = m.RNRRetryCount & 7 // the REQ carries the counts the initiator wants us to use
 	if m.Primary.LocalACKTimeout != 0 {
 		cfg.Timeout = max(m.Primary.LocalACKTimeout, cfg.Timeout)
 	}
@@ -628,7 +628,7 @@ func (r *ConnRequest) Accept(qp *rnic.QP, p ConnParam) (*Conn, error) {
 	}
 	rep := roce.REP{LocalCommID: c.localID, RemoteCommID: c.remoteID, LocalQPN: qp.Num(), StartingPSN: psn,
 		ResponderResources: uint8(cfg.MaxDestRd), InitiatorDepth: uint8(cfg.MaxRdAtomic), TargetACKDelay: 0,
-		RNRRetryCount: cfg.RNRRetry, LocalCAGUID: a.e.guid()}
+		RNRRetryCount: retry(p.RNRRetryCount), LocalCAGUID: a.e.guid()} // for the initiator's QP
 	copy(rep.PrivateData[:], p.PrivateData)
 	c.mu.Lock()
 	c.conn = conn
