@@ -609,6 +609,9 @@ func (c *Conn) request(b []byte, e *sqe) ([]byte, bool) {
 	}
 	c.sendOff += uint64(n)
 	c.sendPSN = c.sendPSN.Add(1)
+	if payload {
+		c.qp.CountTx(n, 0)
+	}
 	return finish(b, n, c.local, c.remote), last
 }
 
