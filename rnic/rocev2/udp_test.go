@@ -99,3 +99,14 @@ func TestUDPLink(t *testing.T) {
 		})
 	}
 }
+
+func TestListenUDPNeedsAddress(t *testing.T) {
+	for _, a := range []string{"0.0.0.0:0", "[::]:0"} {
+		if l, err := ListenUDP(netip.MustParseAddrPort(a), nil); err != ErrUnspecifiedAddr {
+			if l != nil {
+				l.Close()
+			}
+			t.Errorf("%s: %v", a, err)
+		}
+	}
+}

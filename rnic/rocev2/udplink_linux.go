@@ -61,6 +61,10 @@ type UDPLink struct {
 	rN, rGot       int
 }
 
+// ErrUnspecifiedAddr is returned by ListenUDP for a wildcard address: the
+// ICRC covers the source IP, so a link needs a specific one.
+var ErrUnspecifiedAddr = errors.New("rocev2: a RoCE link needs a specific local IP address (the ICRC covers it)")
+
 const udpSegment = 103 // UDP_SEGMENT
 const udpGRO = 104     // UDP_GRO
 const groBufLen = 65536
@@ -70,6 +74,9 @@ const groBufLen = 65536
 // ICRC covers it. Outgoing packets have DF set and, on an unconnected IPv4
 // socket, IP ID 0 (Linux ip_select_ident), which is what the ICRC assumes.
 func ListenUDP(addr netip.AddrPort, o *UDPOptions) (*UDPLink, error) {
+	if !addr.Addr().IsValid() || addr.Addr().IsUnspecified() {
+		return nil, ErrUnspecifiedAddr
+	}
 	var opt UDPOptions
 	if o != nil {
 		opt = *o

@@ -14,6 +14,10 @@ type UDPOptions struct {
 	GSO, GRO bool
 }
 
+// ErrUnspecifiedAddr is returned by ListenUDP for a wildcard address: the
+// ICRC covers the source IP, so a link needs a specific one.
+var ErrUnspecifiedAddr = errors.New("rocev2: a RoCE link needs a specific local IP address (the ICRC covers it)")
+
 // UDPLink is a Link over a UDP socket, one datagram per system call.
 type UDPLink struct {
 	conn  *net.UDPConn
@@ -22,6 +26,9 @@ type UDPLink struct {
 
 // ListenUDP opens a UDP link on addr.
 func ListenUDP(addr netip.AddrPort, o *UDPOptions) (*UDPLink, error) {
+	if !addr.Addr().IsValid() || addr.Addr().IsUnspecified() {
+		return nil, ErrUnspecifiedAddr
+	}
 	conn, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(addr))
 	if err != nil {
 		return nil, err
