@@ -256,7 +256,7 @@ func TestExactlyOnceFaulty(t *testing.T) {
 	smr, sbuf := cli.reg(t, 256*maxLen, allAccess)
 	rmr, rbuf := srv.reg(t, 512*maxLen, allAccess)
 	wmr, wbuf := srv.reg(t, msgs*8, allAccess)
-	rdmr, rdbuf := cli.reg(t, 64*8, allAccess)
+	rdmr, rdbuf := cli.reg(t, 256*8, allAccess)
 	fill(wbuf, 0)
 	rng := rand.New(rand.NewPCG(1, 2))
 	sizes := make([]int, msgs)
@@ -335,7 +335,7 @@ func TestExactlyOnceFaulty(t *testing.T) {
 				binary.LittleEndian.PutUint64(b, uint64(i)+1)
 				wr.RemoteAddr, wr.RKey = wmr.Addr()+uint64(i)*8, wmr.RKey()
 			case rnic.OpRead:
-				wr.SGL = []rnic.SGE{rdmr.SGE(i%64*8, 8)}
+				wr.SGL = []rnic.SGE{rdmr.SGE(i%256*8, 8)}
 				wr.RemoteAddr, wr.RKey = wmr.Addr()+uint64(i)*8, wmr.RKey()
 			}
 			post(t, cli.qp, &wr)
@@ -347,6 +347,16 @@ func TestExactlyOnceFaulty(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, c := range wc[:n] {
+			if ops[c.WRID] == rnic.OpRead {
+				// READ i fetched slot i of wbuf, which no WRITE touches.
+				var want [8]byte
+				for k := range want {
+					want[k] = byte((int(c.WRID)*8 + k) * 7)
+				}
+				if got := rdbuf[c.WRID%256*8 : c.WRID%256*8+8]; c.Status == 0 && !bytes.Equal(got, want[:]) {
+					t.Fatalf("READ %d returned % x, want % x", c.WRID, got, want)
+				}
+			}
 			if c.Status != 0 || int(c.WRID) != completed {
 				t.Fatalf("send completion %d: %+v (%v)\ncli %s\nsrv %s\nlinks cli %+v srv %+v; rx dropped %d/%d ICRC %d/%d rxseg %d/%d",
 					completed, c, cli.qp.Err(), cli.conn.debugState(), srv.conn.debugState(), cli.link.Stats(), srv.link.Stats(),
@@ -370,7 +380,6 @@ func TestExactlyOnceFaulty(t *testing.T) {
 			t.Fatalf("write %d landed as %d", i, v)
 		}
 	}
-	_ = rdbuf
 	s := func(ml *MemLink) string {
 		l := ml.Stats()
 		return fmt.Sprintf("sent %d dropped %d dup %d reord %d corrupt %d", l.Sent, l.Dropped, l.Duplicated, l.Reordered, l.Corrupted)
