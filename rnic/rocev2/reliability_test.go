@@ -240,9 +240,11 @@ func TestUCLossDropsMessage(t *testing.T) {
 }
 
 // TestExactlyOnceFaulty sends 10,000 messages of mixed sizes and operations
-// over a link that drops, duplicates and reorders 5% of the packets in each
-// direction (and corrupts 1%), and checks every message arrives exactly once,
-// in order, intact.
+// (60% SEND, 20% WRITE, 10% READ, 10% FETCH_ADD) over a link that drops,
+// duplicates and reorders 5% of the packets in each direction (and corrupts
+// 1%), and checks every SEND arrives exactly once, in order, intact, every
+// WRITE landed, every READ returned the right bytes, and every FETCH_ADD was
+// applied exactly once (their results are exactly 0..n-1).
 func TestExactlyOnceFaulty(t *testing.T) {
 	const msgs = 10000
 	f := Faults{Drop: 0.05, Duplicate: 0.05, Reorder: 0.05, Corrupt: 0.01}
@@ -257,6 +259,9 @@ func TestExactlyOnceFaulty(t *testing.T) {
 	rmr, rbuf := srv.reg(t, 512*maxLen, allAccess)
 	wmr, wbuf := srv.reg(t, msgs*8, allAccess)
 	rdmr, rdbuf := cli.reg(t, 256*8, allAccess)
+	amr, abuf := cli.reg(t, 256*8, allAccess)
+	cmr, _ := srv.reg(t, 8, allAccess) // the FETCH_ADD counter
+	seen := make(map[uint64]bool)
 	fill(wbuf, 0)
 	rng := rand.New(rand.NewPCG(1, 2))
 	sizes := make([]int, msgs)
@@ -268,8 +273,10 @@ func TestExactlyOnceFaulty(t *testing.T) {
 			ops[i] = rnic.OpSend
 		case k < 8:
 			ops[i] = rnic.OpWrite
-		default:
+		case k < 9:
 			ops[i] = rnic.OpRead
+		default:
+			ops[i] = rnic.OpAtomicFetchAdd
 		}
 	}
 	nsend := 0
@@ -337,6 +344,9 @@ func TestExactlyOnceFaulty(t *testing.T) {
 			case rnic.OpRead:
 				wr.SGL = []rnic.SGE{rdmr.SGE(i%256*8, 8)}
 				wr.RemoteAddr, wr.RKey = wmr.Addr()+uint64(i)*8, wmr.RKey()
+			case rnic.OpAtomicFetchAdd:
+				wr.SGL = []rnic.SGE{amr.SGE(i%256*8, 8)}
+				wr.RemoteAddr, wr.RKey, wr.Compare = cmr.Addr(), cmr.RKey(), 1
 			}
 			post(t, cli.qp, &wr)
 			i++
@@ -357,6 +367,14 @@ func TestExactlyOnceFaulty(t *testing.T) {
 					t.Fatalf("READ %d returned % x, want % x", c.WRID, got, want)
 				}
 			}
+			if ops[c.WRID] == rnic.OpAtomicFetchAdd && c.Status == 0 {
+				// Each FETCH_ADD applies once: the original values are distinct.
+				v := binary.NativeEndian.Uint64(abuf[c.WRID%256*8:])
+				if seen[v] {
+					t.Fatalf("FETCH_ADD %d returned %d twice", c.WRID, v)
+				}
+				seen[v] = true
+			}
 			if c.Status != 0 || int(c.WRID) != completed {
 				t.Fatalf("send completion %d: %+v (%v)\ncli %s\nsrv %s\nlinks cli %+v srv %+v; rx dropped %d/%d ICRC %d/%d rxseg %d/%d",
 					completed, c, cli.qp.Err(), cli.conn.debugState(), srv.conn.debugState(), cli.link.Stats(), srv.link.Stats(),
@@ -374,6 +392,17 @@ func TestExactlyOnceFaulty(t *testing.T) {
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("receiver timed out")
+	}
+	nfa := 0
+	for _, o := range ops {
+		if o == rnic.OpAtomicFetchAdd {
+			nfa++
+		}
+	}
+	for v := range nfa {
+		if !seen[uint64(v)] {
+			t.Fatalf("FETCH_ADD results miss %d", v)
+		}
 	}
 	for i, o := range ops {
 		if v := binary.LittleEndian.Uint64(wbuf[i*8:]); o == rnic.OpWrite && v != uint64(i)+1 {
