@@ -373,6 +373,7 @@ type ptSession struct {
 	commSend   []byte
 	commSendMR *rnic.MR
 	pending    [][]byte // received communication messages not yet consumed
+	commErr    error    // first failed completion on the communication QP
 
 	buf      []byte // data buffer: Write target / Read source / Send source and sink
 	bufMR    *rnic.MR
@@ -468,9 +469,15 @@ func (s *ptSession) sendComm(msg []byte) error {
 		SGL: []rnic.SGE{s.commSendMR.SGE(0, n)}})
 }
 
-// recvComm returns the next message received on the communication QP.
+// recvComm returns the next message received on the communication QP. A batch of
+// completions can hold the peer's last message followed by the flushes of the remaining
+// receives (perftest's server disconnects right after its closing-sync message); the
+// message is returned first and the error only when no message is left.
 func (s *ptSession) recvComm(ctx context.Context) ([]byte, error) {
 	for len(s.pending) == 0 {
+		if s.commErr != nil {
+			return nil, s.commErr
+		}
 		n, err := s.commCQ.Wait(ctx, s.wc[:])
 		if err != nil {
 			if c := context.Cause(ctx); c != nil {
@@ -480,9 +487,12 @@ func (s *ptSession) recvComm(ctx context.Context) ([]byte, error) {
 		}
 		for _, wc := range s.wc[:n] {
 			if wc.Status != rnic.StatusSuccess {
-				return nil, s.qpError(s.commQP, "communication QP", wc)
+				if s.commErr == nil {
+					s.commErr = s.qpError(s.commQP, "communication QP", wc)
+				}
+				continue
 			}
-			if wc.Opcode != rnic.WCRecv {
+			if wc.Opcode != rnic.WCRecv || s.commErr != nil {
 				continue
 			}
 			i := int(wc.WRID)
@@ -492,7 +502,7 @@ func (s *ptSession) recvComm(ctx context.Context) ([]byte, error) {
 			msg := append([]byte(nil), s.commRecv[i*ptCommSlot:i*ptCommSlot+min(int(wc.ByteLen), ptCommSlot)]...)
 			s.pending = append(s.pending, msg)
 			if err := s.postCommRecv(i); err != nil {
-				return nil, err
+				s.commErr = err
 			}
 		}
 	}

@@ -146,8 +146,13 @@ func (p *ptHost) wait(timeout time.Duration) int {
 var ptReportRE = regexp.MustCompile(`(?m)^\s*(\d+)\s+(\d+)\s+([0-9.]+|inf|nan)\s+([0-9.]+|inf|nan)\s+([0-9.]+|inf|nan)\s*$`)
 
 // ptParseReport returns the average bandwidth (MB/s) of the report line for size and iters
-// (iters < 0: any count).
-func ptParseReport(t *testing.T, who, out string, size, iters int) float64 {
+// (iters < 0: any count). The size and iteration count are always checked. The bandwidth
+// must be positive only when softrnic measured it (mine): the guest's perftest times with
+// the TSC (get_cycles) scaled by /proc/cpuinfo's MHz (-F skips the sanity check), and
+// under TCG on a loaded host that delta is sometimes bogus, so a guest-measured run
+// occasionally reports "BW average 0.00" although every iteration completed (seen in the
+// guest's own siw loopback too, with no softrnic involved). That is logged, not failed.
+func ptParseReport(t *testing.T, who, out string, size, iters int, mine bool) float64 {
 	t.Helper()
 	for _, m := range ptReportRE.FindAllStringSubmatch(out, -1) {
 		if m[1] != strconv.Itoa(size) {
@@ -156,9 +161,16 @@ func ptParseReport(t *testing.T, who, out string, size, iters int) float64 {
 		if iters >= 0 && m[2] != strconv.Itoa(iters) {
 			t.Errorf("%s reported %s iterations, want %d", who, m[2], iters)
 		}
+		if n, err := strconv.Atoi(m[2]); err != nil || n <= 0 {
+			t.Errorf("%s reported %q iterations", who, m[2])
+		}
 		bw, err := strconv.ParseFloat(m[4], 64)
-		if err != nil || !(bw > 0) {
+		switch {
+		case err == nil && bw > 0:
+		case mine:
 			t.Errorf("%s reported BW average %q", who, m[4])
+		default:
+			t.Logf("%s (guest-measured, TSC under TCG) reported BW average %q; not a softrnic result", who, m[4])
 		}
 		return bw
 	}
@@ -199,8 +211,8 @@ func TestPerftestGuestClient(t *testing.T) {
 				if cli.Code != 0 || code != 0 {
 					t.Fatalf("guest %s exit %d:\n%s\nsoftrnic server exit %d:\n%s", v.tool, cli.Code, Tail(cli.Output, 3000), code, Tail(srv.out.String(), 3000))
 				}
-				cbw := ptParseReport(t, "guest "+v.tool, cli.Output, size, ptIters)
-				sbw := ptParseReport(t, "softrnic server", srv.out.String(), size, ptIters)
+				cbw := ptParseReport(t, "guest "+v.tool, cli.Output, size, ptIters, false)
+				sbw := ptParseReport(t, "softrnic server", srv.out.String(), size, ptIters, false)
 				t.Logf("%s -s %d: guest client BW average %.2f MB/s, softrnic server %.2f MB/s; client ran %v, whole test %v",
 					v.tool, size, cbw, sbw, clientTime.Round(100*time.Millisecond), elapsed.Round(100*time.Millisecond))
 			})
@@ -234,8 +246,8 @@ func TestPerftestSoftrnicClient(t *testing.T) {
 				if code != 0 || sr.Code != 0 {
 					t.Fatalf("softrnic client exit %d:\n%s\nguest %s server exit %d:\n%s", code, Tail(cli.out.String(), 3000), v.tool, sr.Code, Tail(sr.Output, 3000))
 				}
-				cbw := ptParseReport(t, "softrnic client", cli.out.String(), size, ptIters)
-				sbw := ptParseReport(t, "guest "+v.tool+" server", sr.Output, size, ptIters)
+				cbw := ptParseReport(t, "softrnic client", cli.out.String(), size, ptIters, true)
+				sbw := ptParseReport(t, "guest "+v.tool+" server", sr.Output, size, ptIters, true)
 				t.Logf("%s -s %d: softrnic client BW average %.2f MB/s, guest server %.2f MB/s, whole test %v",
 					v.tool, size, cbw, sbw, elapsed.Round(100*time.Millisecond))
 			})
@@ -264,7 +276,7 @@ func TestPerftestGuestLoopback(t *testing.T) {
 	if err != nil || cli.Code != 0 || sr.Code != 0 {
 		t.Fatalf("loopback: %v; client exit %d:\n%s\nserver exit %d:\n%s", err, cli.Code, Tail(cli.Output, 3000), sr.Code, Tail(sr.Output, 3000))
 	}
-	t.Logf("guest siw loopback ib_write_bw: BW average %.2f MB/s", ptParseReport(t, "guest ib_write_bw", cli.Output, size, ptIters))
+	t.Logf("guest siw loopback ib_write_bw: BW average %.2f MB/s", ptParseReport(t, "guest ib_write_bw", cli.Output, size, ptIters, false))
 }
 
 // TestPerftestDuration: ib_write_bw -R -D 2 in both roles (time-bound runs).
@@ -287,8 +299,8 @@ func TestPerftestDuration(t *testing.T) {
 		if cli.Code != 0 || code != 0 {
 			t.Fatalf("guest ib_write_bw exit %d:\n%s\nsoftrnic server exit %d:\n%s", cli.Code, Tail(cli.Output, 3000), code, Tail(srv.out.String(), 3000))
 		}
-		cbw := ptParseReport(t, "guest ib_write_bw", cli.Output, size, -1)
-		sbw := ptParseReport(t, "softrnic server", srv.out.String(), size, -1)
+		cbw := ptParseReport(t, "guest ib_write_bw", cli.Output, size, -1, false)
+		sbw := ptParseReport(t, "softrnic server", srv.out.String(), size, -1, false)
 		t.Logf("ib_write_bw -D 2: guest client %.2f MB/s, softrnic server (client's report) %.2f MB/s", cbw, sbw)
 	})
 	t.Run("softrnic-client", func(t *testing.T) {
@@ -307,8 +319,8 @@ func TestPerftestDuration(t *testing.T) {
 		if err != nil || code != 0 || sr.Code != 0 {
 			t.Fatalf("%v: softrnic client exit %d:\n%s\nguest server exit %d:\n%s", err, code, Tail(cli.out.String(), 3000), sr.Code, Tail(sr.Output, 3000))
 		}
-		cbw := ptParseReport(t, "softrnic client", cli.out.String(), size, -1)
-		sbw := ptParseReport(t, "guest ib_write_bw server", sr.Output, size, -1)
+		cbw := ptParseReport(t, "softrnic client", cli.out.String(), size, -1, true)
+		sbw := ptParseReport(t, "guest ib_write_bw server", sr.Output, size, -1, true)
 		t.Logf("ib_write_bw -D 2: softrnic client %.2f MB/s, guest server (client's report) %.2f MB/s", cbw, sbw)
 	})
 }
