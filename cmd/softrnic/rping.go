@@ -17,6 +17,12 @@ package main
 // letter that advances by one per ping (wrapping after 'z'), NUL-terminated in its last byte.
 // Connection: MPA rev 2 with the RFC 6581 IRD/ORD word (IRD = ORD = 1, as rping's
 // rdma_conn_param asks), no CRC, client-server model, like siw's default; --crc asks for CRC.
+//
+// With --roce the same protocol runs over RoCEv2 (rnic/rocev2), as rping does on Linux rxe:
+// rdma_cm's IB CM exchange (REQ with the cma_hdr and the TCP port-space service ID, REP,
+// RTU; DREQ/DREP on disconnect) as UD MADs to QP1, the RC QP's packets on UDP 4791. The
+// local address is -a for the server (a RoCE link binds one address; the ICRC covers it)
+// and --local or the route to -a for the client.
 
 import (
 	"bytes"
@@ -26,6 +32,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"os"
 	"os/signal"
 	"strconv"
@@ -35,10 +42,12 @@ import (
 	"github.com/softrnic/softrnic/mpa"
 	"github.com/softrnic/softrnic/rnic"
 	"github.com/softrnic/softrnic/rnic/iwarp"
+	"github.com/softrnic/softrnic/rnic/rocev2"
+	"github.com/softrnic/softrnic/roce"
 )
 
 func init() {
-	register(command{name: "rping", usage: "rdma-core rping over iWARP (-s | -c -a addr) [-p port] [-C n] [-S size] [-vVd]", run: runRping})
+	register(command{name: "rping", usage: "rdma-core rping over iWARP or RoCEv2 (-s | -c -a addr) [-p port] [-C n] [-S size] [-vVd] [--roce]", run: runRping})
 }
 
 // rping constants (rping.c): default port and size, the message prefix, and the size range.
@@ -78,6 +87,8 @@ type rpingOpts struct {
 	timeout          time.Duration // --timeout: bound on the whole run (0: none)
 	fault            string        // --fault: deliberate protocol faults for error tests
 	settle           time.Duration // --settle: client pause between connect and the first Send
+	roce             bool          // --roce: RoCEv2 with the IB CM instead of iWARP
+	local            string        // --local: client's local IP address for RoCEv2
 	stdout, stderr   io.Writer
 	listening        func(net.Addr) // tests: called once the server listens
 	collectNegotiate func(mpa.Params, *rnic.Counters)
@@ -106,6 +117,9 @@ func rpingUsage(w io.Writer) {
 	--timeout d	give up after the duration d (e.g. 30s)
 	--settle d	client: wait d after connecting before the first Send (default 200ms; see below)
 	--fault f	inject a fault: write-bad-stag, read-bad-stag (server), sink-oob (client)
+	--roce		RoCEv2 (IB CM over UDP 4791, as rping on rxe) instead of iWARP;
+			the server needs -a (its RoCE address)
+	--local ip	RoCEv2 client: local IP address (default: the route to -a)
 `)
 }
 
@@ -130,6 +144,17 @@ func parseRpingArgs(args []string) (rpingOpts, error) {
 			switch name {
 			case "crc":
 				o.crc = true
+			case "roce":
+				o.roce = true
+			case "local":
+				v, err := needVal()
+				if err != nil {
+					return o, err
+				}
+				if _, err := netip.ParseAddr(v); err != nil {
+					return o, fmt.Errorf("invalid --local %q", v)
+				}
+				o.local = v
 			case "timeout":
 				v, err := needVal()
 				if err != nil {
@@ -205,6 +230,12 @@ func parseRpingArgs(args []string) (rpingOpts, error) {
 		return o, errors.New("exactly one of -s and -c is required")
 	case o.client && o.addr == "":
 		return o, errors.New("-c needs -a addr")
+	case o.roce && o.server && o.addr == "":
+		return o, errors.New("--roce -s needs -a addr (the RoCE link's local address)")
+	case o.roce && o.crc:
+		return o, errors.New("--crc is an MPA option; RoCEv2 always has the ICRC")
+	case o.roce && o.fault != "":
+		return o, errors.New("--fault is for iWARP only")
 	case o.fault == faultSinkOOB && !o.client,
 		(o.fault == faultWriteBadSTag || o.fault == faultReadBadSTag) && !o.server:
 		return o, fmt.Errorf("--fault %s does not apply to this role", o.fault)
@@ -291,6 +322,9 @@ type rpingSession struct {
 	qp     *rnic.QP
 	conn   *iwarp.Conn
 	ln     *iwarp.Listener
+	ep     *rocev2.Endpoint // --roce
+	rconn  *rocev2.Conn
+	rln    *rocev2.Listener
 	recv   []byte // 16-byte receive buffer
 	send   []byte // 16-byte send buffer
 	rdma   []byte // server: RDMA Read sink / Write source; client: RDMA Write sink
@@ -315,8 +349,25 @@ func newRpingSession(o rpingOpts) (*rpingSession, error) {
 	s := &rpingSession{o: o}
 	var err error
 	fail := func(e error) (*rpingSession, error) { s.close(); return nil, e }
-	if s.dev, err = rnic.Open(rnic.Config{Name: "softrnic0"}); err != nil {
+	devCfg := rnic.Config{Name: "softrnic0"}
+	var laddr netip.Addr
+	if o.roce {
+		if laddr, err = rpingLocalAddr(o); err != nil {
+			return fail(err)
+		}
+		devCfg.LocalAddr = laddr.String()
+	}
+	if s.dev, err = rnic.Open(devCfg); err != nil {
 		return fail(err)
+	}
+	if o.roce {
+		link, err := rocev2.ListenUDP(netip.AddrPortFrom(laddr, roce.UDPPort), nil)
+		if err != nil {
+			return fail(fmt.Errorf("RoCEv2 UDP socket on %v: %w", laddr, err))
+		}
+		cfg := rocev2.DefaultConfig()
+		cfg.PeerPort = roce.UDPPort // kernel peers listen on 4791 whatever their source port
+		s.ep = rocev2.NewEndpoint(s.dev, link, cfg)
 	}
 	if s.pd, err = s.dev.AllocPD(); err != nil {
 		return fail(err)
@@ -358,12 +409,47 @@ func (s *rpingSession) close() {
 	if s.ln != nil {
 		_ = s.ln.Close()
 	}
+	if s.rln != nil {
+		_ = s.rln.Close()
+	}
 	if s.qp != nil {
 		_ = s.qp.Destroy()
+	}
+	if s.ep != nil {
+		_ = s.ep.Close()
 	}
 	if s.dev != nil {
 		_ = s.dev.Close()
 	}
+}
+
+// rpingLocalAddr is the local IP address of the RoCE link: the server's -a, else --local,
+// else the source address of the route to the client's -a.
+func rpingLocalAddr(o rpingOpts) (netip.Addr, error) {
+	switch {
+	case o.server:
+		a, err := netip.ParseAddr(o.addr)
+		if err != nil {
+			return a, fmt.Errorf("--roce: -a must be an IP address: %w", err)
+		}
+		return a.Unmap(), nil
+	case o.local != "":
+		return netip.ParseAddr(o.local)
+	}
+	c, err := net.Dial("udp", net.JoinHostPort(o.addr, strconv.Itoa(roce.UDPPort)))
+	if err != nil {
+		return netip.Addr{}, fmt.Errorf("no route to %s: %w", o.addr, err)
+	}
+	defer c.Close()
+	return c.LocalAddr().(*net.UDPAddr).AddrPort().Addr().Unmap(), nil
+}
+
+// done is closed when the transport connection has finished.
+func (s *rpingSession) done() <-chan struct{} {
+	if s.rconn != nil {
+		return s.rconn.Done()
+	}
+	return s.conn.Done()
 }
 
 func (s *rpingSession) debugf(format string, args ...any) {
@@ -554,11 +640,19 @@ func (s *rpingSession) runClient(ctx context.Context) error {
 	if err := s.postRecv(); err != nil {
 		return fmt.Errorf("ibv_post_recv failed: %w", err)
 	}
-	conn, err := iwarp.Dial(ctx, s.qp, addr, s.config(), iwarp.ConnParam{IRD: 1, ORD: 1})
-	if err != nil {
-		return fmt.Errorf("connect error: %w", err)
+	if s.o.roce {
+		conn, err := rocev2.Dial(ctx, s.ep, s.qp, addr, nil, rocev2.ConnParam{IRD: 1, ORD: 1})
+		if err != nil {
+			return fmt.Errorf("connect error: %w", err)
+		}
+		s.rconn = conn
+	} else {
+		conn, err := iwarp.Dial(ctx, s.qp, addr, s.config(), iwarp.ConnParam{IRD: 1, ORD: 1})
+		if err != nil {
+			return fmt.Errorf("connect error: %w", err)
+		}
+		s.conn = conn
 	}
-	s.conn = conn
 	defer s.report()
 	s.debugf("rdma_connect successful")
 	if s.o.settle > 0 {
@@ -609,7 +703,7 @@ func (s *rpingSession) clientErr(where string, err error) error {
 func (s *rpingSession) disconnect() {
 	s.qp.Disconnect()
 	select {
-	case <-s.conn.Done():
+	case <-s.done():
 	case <-time.After(10 * time.Second):
 	}
 }
@@ -619,15 +713,57 @@ func (s *rpingSession) runServer(ctx context.Context) error {
 	if host == "" {
 		host = "0.0.0.0"
 	}
-	ln, err := iwarp.Listen(s.dev, net.JoinHostPort(host, strconv.Itoa(s.o.port)), s.config())
+	if s.o.roce {
+		if err := s.acceptRoCE(ctx, host); err != nil {
+			return err
+		}
+	} else {
+		ln, err := iwarp.Listen(s.dev, net.JoinHostPort(host, strconv.Itoa(s.o.port)), s.config())
+		if err != nil {
+			return fmt.Errorf("rdma_bind_addr: %w", err)
+		}
+		s.ln = ln
+		if s.o.listening != nil {
+			s.o.listening(ln.Addr())
+		}
+		s.debugf("listening on %v", ln.Addr())
+		req, err := ln.Accept(ctx)
+		if err != nil {
+			return fmt.Errorf("wait for CONNECT_REQUEST: %w", err)
+		}
+		s.debugf("connect request from %v ird %d ord %d", req.RemoteAddr(), req.IRD(), req.ORD())
+		if err := s.postRecv(); err != nil {
+			return fmt.Errorf("ibv_post_recv failed: %w", err)
+		}
+		conn, err := req.Accept(s.qp, iwarp.ConnParam{IRD: 1, ORD: 1})
+		if err != nil {
+			return fmt.Errorf("rdma_accept: %w", err)
+		}
+		s.conn = conn
+	}
+	defer s.report()
+	err := s.serve(ctx)
+	if err == errDisconnected {
+		fmt.Fprintln(s.o.stderr, "server DISCONNECT EVENT...")
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return nil
+}
+
+// acceptRoCE listens on the RoCE endpoint and accepts one IB CM connection request.
+func (s *rpingSession) acceptRoCE(ctx context.Context, host string) error {
+	ln, err := rocev2.Listen(s.ep, net.JoinHostPort(host, strconv.Itoa(s.o.port)), nil)
 	if err != nil {
 		return fmt.Errorf("rdma_bind_addr: %w", err)
 	}
-	s.ln = ln
+	s.rln = ln
 	if s.o.listening != nil {
-		s.o.listening(ln.Addr())
+		s.o.listening(net.UDPAddrFromAddrPort(ln.Addr()))
 	}
-	s.debugf("listening on %v", ln.Addr())
+	s.debugf("listening on %v (RoCEv2)", ln.Addr())
 	req, err := ln.Accept(ctx)
 	if err != nil {
 		return fmt.Errorf("wait for CONNECT_REQUEST: %w", err)
@@ -636,20 +772,11 @@ func (s *rpingSession) runServer(ctx context.Context) error {
 	if err := s.postRecv(); err != nil {
 		return fmt.Errorf("ibv_post_recv failed: %w", err)
 	}
-	conn, err := req.Accept(s.qp, iwarp.ConnParam{IRD: 1, ORD: 1})
+	conn, err := req.Accept(s.qp, rocev2.ConnParam{IRD: 1, ORD: 1})
 	if err != nil {
 		return fmt.Errorf("rdma_accept: %w", err)
 	}
-	s.conn = conn
-	defer s.report()
-	err = s.serve(ctx)
-	if err == errDisconnected {
-		fmt.Fprintln(s.o.stderr, "server DISCONNECT EVENT...")
-		return nil
-	}
-	if err != nil {
-		return err
-	}
+	s.rconn = conn
 	return nil
 }
 
