@@ -1,0 +1,177 @@
+package uapi
+
+import (
+	"strconv"
+)
+
+// Counters are the traffic counters of a QP or device as the protocol carries them (the
+// fields of rnic.Stats).
+type Counters struct {
+	TxBytes     uint64 `json:"tx_bytes"`
+	RxBytes     uint64 `json:"rx_bytes"`
+	TxSegments  uint64 `json:"tx_segments"`
+	RxSegments  uint64 `json:"rx_segments"`
+	CRCErrors   uint64 `json:"crc_errors"`
+	TermSent    uint64 `json:"term_sent"`
+	TermRecv    uint64 `json:"term_recv"`
+	Retransmits uint64 `json:"retransmits"`
+	NAKs        uint64 `json:"naks"`
+}
+
+// counterKeys are the keys of Counters' fields, in order.
+var counterKeys = [...]string{"tx_bytes", "rx_bytes", "tx_segments", "rx_segments", "crc_errors",
+	"term_sent", "term_recv", "retransmits", "naks"}
+
+func (c *Counters) field(i int) *uint64 {
+	return [...]*uint64{&c.TxBytes, &c.RxBytes, &c.TxSegments, &c.RxSegments, &c.CRCErrors,
+		&c.TermSent, &c.TermRecv, &c.Retransmits, &c.NAKs}[i]
+}
+
+// QPStatus is one QP in a get response.
+type QPStatus struct {
+	QPN       uint32   `json:"qpn"`
+	Transport string   `json:"transport"` // "iwarp" or "rocev2"
+	State     string   `json:"state"`     // rnic.QPState.String()
+	Peer      string   `json:"peer"`      // the peer's address (host:port)
+	Counters  Counters `json:"counters"`
+}
+
+// Status is the decoded answer to get=1.
+//
+// Its lines are, in order: the device keys ("device", then "listen_iwarp" and
+// "listen_rocev2" once per listener, "target_addr", "target_rkey", "target_len", then the
+// device counters), then for each QP a section that starts with "qp=N" and holds that QP's
+// "transport", "state", "peer" and counters. Unknown keys are ignored, so the daemon can add
+// some without breaking older readers.
+type Status struct {
+	Device       string     `json:"device"`
+	ListenIWARP  []string   `json:"listen_iwarp"`
+	ListenRoCEv2 []string   `json:"listen_rocev2"`
+	TargetAddr   uint64     `json:"target_addr"`
+	TargetRKey   uint32     `json:"target_rkey"`
+	TargetLen    uint64     `json:"target_len"`
+	Counters     Counters   `json:"counters"`
+	QPs          []QPStatus `json:"qps"`
+}
+
+func appendCounters(ps []Pair, c *Counters) []Pair {
+	for i, k := range counterKeys {
+		ps = append(ps, Pair{k, strconv.FormatUint(*c.field(i), 10)})
+	}
+	return ps
+}
+
+// Pairs encodes the status as response pairs. Strings that are not valid values are
+// sanitized.
+func (s *Status) Pairs() []Pair {
+	ps := []Pair{{"device", Sanitize(s.Device)}}
+	for _, a := range s.ListenIWARP {
+		ps = append(ps, Pair{"listen_iwarp", Sanitize(a)})
+	}
+	for _, a := range s.ListenRoCEv2 {
+		ps = append(ps, Pair{"listen_rocev2", Sanitize(a)})
+	}
+	ps = append(ps, Pair{"target_addr", strconv.FormatUint(s.TargetAddr, 10)},
+		Pair{"target_rkey", strconv.FormatUint(uint64(s.TargetRKey), 10)},
+		Pair{"target_len", strconv.FormatUint(s.TargetLen, 10)})
+	ps = appendCounters(ps, &s.Counters)
+	for i := range s.QPs {
+		q := &s.QPs[i]
+		ps = append(ps, Pair{"qp", strconv.FormatUint(uint64(q.QPN), 10)},
+			Pair{"transport", Sanitize(q.Transport)}, Pair{"state", Sanitize(q.State)},
+			Pair{"peer", Sanitize(q.Peer)})
+		ps = appendCounters(ps, &q.Counters)
+	}
+	return ps
+}
+
+// DecodeStatus decodes the pairs of a get response. A number that does not parse, a
+// duplicate "device" or a QP key before the first "qp" line is ErrMalformed.
+func DecodeStatus(ps []Pair) (Status, error) {
+	var s Status
+	var q *QPStatus
+	seenDev := false
+	num := func(v string, bits int) (uint64, error) {
+		n, err := strconv.ParseUint(v, 10, bits)
+		if err != nil {
+			return 0, ErrMalformed
+		}
+		return n, nil
+	}
+	for _, p := range ps {
+		if p.Key == "qp" {
+			n, err := num(p.Value, 32)
+			if err != nil {
+				return Status{}, err
+			}
+			s.QPs = append(s.QPs, QPStatus{QPN: uint32(n)})
+			q = &s.QPs[len(s.QPs)-1]
+			continue
+		}
+		cs := &s.Counters
+		if q != nil {
+			cs = &q.Counters
+		}
+		if i := counterIndex(p.Key); i >= 0 {
+			n, err := num(p.Value, 64)
+			if err != nil {
+				return Status{}, err
+			}
+			*cs.field(i) = n
+			continue
+		}
+		if q != nil {
+			switch p.Key {
+			case "transport":
+				q.Transport = p.Value
+			case "state":
+				q.State = p.Value
+			case "peer":
+				q.Peer = p.Value
+			case "device", "listen_iwarp", "listen_rocev2", "target_addr", "target_rkey", "target_len":
+				return Status{}, ErrMalformed
+			}
+			continue
+		}
+		switch p.Key {
+		case "device":
+			if seenDev {
+				return Status{}, ErrMalformed
+			}
+			seenDev = true
+			s.Device = p.Value
+		case "listen_iwarp":
+			s.ListenIWARP = append(s.ListenIWARP, p.Value)
+		case "listen_rocev2":
+			s.ListenRoCEv2 = append(s.ListenRoCEv2, p.Value)
+		case "target_addr", "target_len":
+			n, err := num(p.Value, 64)
+			if err != nil {
+				return Status{}, err
+			}
+			if p.Key == "target_addr" {
+				s.TargetAddr = n
+			} else {
+				s.TargetLen = n
+			}
+		case "target_rkey":
+			n, err := num(p.Value, 32)
+			if err != nil {
+				return Status{}, err
+			}
+			s.TargetRKey = uint32(n)
+		case "transport", "state", "peer":
+			return Status{}, ErrMalformed
+		}
+	}
+	return s, nil
+}
+
+func counterIndex(k string) int {
+	for i, c := range counterKeys {
+		if c == k {
+			return i
+		}
+	}
+	return -1
+}
