@@ -124,6 +124,9 @@ func Dial(ctx context.Context, qp *rnic.QP, addr string, cfg *Config, p ConnPara
 		return fail(err)
 	}
 	stop()
+	if _, ok := inProc.Load(tupleKey(nc.LocalAddr(), nc.RemoteAddr())); ok {
+		c.Settle = 0 // the responder is ours: no siw race to wait out
+	}
 	conn := newConn(qp, nc, c, params, true, append([]byte(nil), rep.PrivateData...))
 	if err := conn.start(); err != nil {
 		_ = nc.Close()
@@ -137,6 +140,15 @@ func sendLLPTerm(nc net.Conn, p mpa.Params, te rdmap.TerminateError) {
 	t := rdmap.TerminateFor(te, 0, nil, nil)
 	b := rdmap.AppendTerminateMessage(nil, 1, &t)
 	_ = mpa.NewWriter(nc, p.TxFraming()).WriteFPDU(b, nil)
+}
+
+// inProc holds the TCP connections (tupleKey of initiator and responder address) that
+// Listeners of this process accepted and that are still open, so Dial can tell an
+// in-process responder, which has no siw race, and skip Config.Settle.
+var inProc sync.Map
+
+func tupleKey(initiator, responder net.Addr) string {
+	return initiator.String() + ">" + responder.String()
 }
 
 // Listener accepts iWARP connection requests on a TCP address.
@@ -318,10 +330,14 @@ func (r *ConnRequest) Accept(qp *rnic.QP, p ConnParam) (*Conn, error) {
 		_ = r.nc.Close()
 		return nil, err
 	}
+	// Registered before the Reply is written, so the initiator finds it when it has read it.
+	conn.procKey = tupleKey(r.nc.RemoteAddr(), r.nc.LocalAddr())
+	inProc.Store(conn.procKey, struct{}{})
 	_ = r.nc.SetWriteDeadline(time.Now().Add(c.Timeout))
 	_, err = r.nc.Write(rep.Append(nil))
 	_ = r.nc.SetWriteDeadline(time.Time{})
 	if err != nil {
+		inProc.Delete(conn.procKey)
 		_ = r.nc.Close()
 		qp.TransportDone(err)
 		return nil, err

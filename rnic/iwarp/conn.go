@@ -23,6 +23,7 @@ type Conn struct {
 	params    mpa.Params
 	initiator bool
 	peerPD    []byte
+	procKey   string // responder: this connection's key in inProc
 	mulpdu    int
 	ird, ord  int
 	ext       bool
@@ -42,6 +43,7 @@ type Conn struct {
 	condOnce sync.Once
 	orq      ring[orqEntry]
 	irq      ring[irqEntry]
+	irqBusy  int    // responses taken from irq whose last FPDU is not yet written
 	term     []byte // pending Terminate ULPDU (after the MPA length), built by the receiver
 	termErr  rdmap.TerminateError
 	termSend bool
@@ -299,6 +301,9 @@ func (c *Conn) exit() {
 	}
 	err := c.err
 	c.mu.Unlock()
+	if c.procKey != "" {
+		inProc.Delete(c.procKey)
+	}
 	c.qp.TransportDone(err)
 	close(c.done)
 }
@@ -434,6 +439,7 @@ func (c *Conn) pump() (exit bool) {
 		}
 		if c.irq.n > 0 {
 			e := c.irq.pop()
+			c.irqBusy++
 			c.mu.Unlock()
 			if err := c.sendResponse(&e); err != nil {
 				c.fail(rnic.EventQPFatal, &LLPError{Err: err})
@@ -626,25 +632,13 @@ func (c *Conn) sendWQE(w *rnic.SendWQE) error {
 		c.mu.Lock()
 		c.orq.push(orqEntry{kind: orqAtomic, w: w, reqID: c.reqID, msn: c.txMSN[1]})
 		c.mu.Unlock()
-		h := c.hdr[:ddp.UntaggedLen+atomicReqLen]
-		putUntagged(h, true, rdmap.OpAtomicRequest, 0, ddp.QNReadRequest, c.txMSN[1], 0)
+		putUntagged(c.hdr[:], true, rdmap.OpAtomicRequest, 0, ddp.QNReadRequest, c.txMSN[1], 0)
 		c.txMSN[1]++
-		a := h[ddp.UntaggedLen:]
-		clear(a)
+		req := rdmap.NewFetchAdd(c.reqID, w.RKey, w.RemoteAddr, w.Compare, 0)
 		if w.Opcode == rnic.OpAtomicCmpSwap {
-			a[3] = aopCmpSwap
-			be.PutUint64(a[20:], w.Swap)
-			be.PutUint64(a[28:], ^uint64(0))
-			be.PutUint64(a[36:], w.Compare)
-			be.PutUint64(a[44:], ^uint64(0))
-		} else {
-			a[3] = aopFetchAdd
-			be.PutUint64(a[20:], w.Compare)
-			be.PutUint64(a[44:], ^uint64(0))
+			req = rdmap.NewCmpSwap(c.reqID, w.RKey, w.RemoteAddr, w.Compare, rdmap.AllOnes, w.Swap, rdmap.AllOnes)
 		}
-		be.PutUint32(a[4:], c.reqID)
-		be.PutUint32(a[8:], w.RKey)
-		be.PutUint64(a[12:], w.RemoteAddr)
+		h := req.Append(c.hdr[:ddp.UntaggedLen])
 		if err := c.writeFPDU(h, nil); err != nil {
 			return err
 		}
@@ -689,6 +683,8 @@ func (c *Conn) sendUntagged(op rdmap.Opcode, inv uint32, segs [][]byte, n uint64
 }
 
 // sendTagged sends one tagged message (Write or Read Response, RFC 5040 §4.3, §4.5).
+// A Read Response frees its inbound Read slot just before its last FPDU is framed: the
+// peer cannot have seen the whole response, and so send another Read Request, earlier.
 func (c *Conn) sendTagged(op rdmap.Opcode, stag uint32, to uint64, segs [][]byte, n uint64) error {
 	per := uint64(c.mulpdu - ddp.TaggedLen)
 	h := c.hdr[:ddp.TaggedLen]
@@ -696,6 +692,9 @@ func (c *Conn) sendTagged(op rdmap.Opcode, stag uint32, to uint64, segs [][]byte
 	for {
 		k := min(per, n-off)
 		last := off+k == n
+		if last && op == rdmap.OpReadResponse {
+			c.releaseIRD()
+		}
 		putTagged(h, last, op, stag, to+off)
 		if err := c.writeFPDU(h, c.gather(segs, off, k)); err != nil {
 			return err
@@ -713,10 +712,9 @@ func (c *Conn) sendImm(w *rnic.SendWQE) error {
 	if w.Flags&rnic.Solicited != 0 {
 		op = rdmap.OpImmediateDataSE
 	}
-	h := c.hdr[:ddp.UntaggedLen+immLen]
-	putUntagged(h, true, op, 0, ddp.QNSend, c.txMSN[0], 0)
+	putUntagged(c.hdr[:], true, op, 0, ddp.QNSend, c.txMSN[0], 0)
 	c.txMSN[0]++
-	be.PutUint64(h[ddp.UntaggedLen:], uint64(w.Imm))
+	h := rdmap.AppendImmediate(c.hdr[:ddp.UntaggedLen], uint64(w.Imm))
 	if err := c.writeFPDU(h, nil); err != nil {
 		return err
 	}
@@ -725,7 +723,7 @@ func (c *Conn) sendImm(w *rnic.SendWQE) error {
 }
 
 func (c *Conn) sendReadReq(rr *readReq) error {
-	h := c.hdr[:ddp.UntaggedLen+readReqLen]
+	h := c.hdr[:ddp.UntaggedLen+rdmap.ReadRequestLen]
 	putUntagged(h, true, rdmap.OpReadRequest, 0, ddp.QNReadRequest, c.txMSN[1], 0)
 	c.txMSN[1]++
 	rr.put(h[ddp.UntaggedLen:])
@@ -755,15 +753,26 @@ func (c *Conn) sendRTR() error {
 	return nil
 }
 
+// releaseIRD ends the inbound Read or atomic that the sender is responding to.
+func (c *Conn) releaseIRD() {
+	c.mu.Lock()
+	c.irqBusy--
+	c.mu.Unlock()
+}
+
+// inboundFull reports whether the peer already has IRD Read and atomic requests
+// outstanding: queued, or being answered and not yet fully framed (RFC 5040 §6.1, RFC 7306
+// §5.2). The caller holds mu.
+func (c *Conn) inboundFull() bool { return c.irq.n+c.irqBusy >= c.ird }
+
 // sendResponse sends a Read Response streamed from the source region or an Atomic
 // Response.
 func (c *Conn) sendResponse(e *irqEntry) error {
 	if e.atomic {
-		h := c.hdr[:ddp.UntaggedLen+atomicRespLen]
-		putUntagged(h, true, rdmap.OpAtomicResponse, 0, ddp.QNAtomicResponse, c.txMSN[3], 0)
+		c.releaseIRD()
+		putUntagged(c.hdr[:], true, rdmap.OpAtomicResponse, 0, ddp.QNAtomicResponse, c.txMSN[3], 0)
 		c.txMSN[3]++
-		be.PutUint32(h[ddp.UntaggedLen:], e.reqID)
-		be.PutUint64(h[ddp.UntaggedLen+4:], e.orig)
+		h := rdmap.AtomicResponse{ReqID: e.reqID, Orig: e.orig}.Append(c.hdr[:ddp.UntaggedLen])
 		if err := c.writeFPDU(h, nil); err != nil {
 			return err
 		}
@@ -1178,8 +1187,8 @@ func (c *Conn) rxImm(op rdmap.Opcode, h []byte, n int) bool {
 		}
 		return false
 	}
-	r := rnic.RecvResult{Status: st, Opcode: rnic.WCRecv, Flags: rnic.WCWithImm,
-		Imm: uint32(be.Uint64(h[ddp.UntaggedLen:]))}
+	imm, _ := rdmap.ParseImmediate(h[ddp.UntaggedLen:]) // segment checked its length
+	r := rnic.RecvResult{Status: st, Opcode: rnic.WCRecv, Flags: rnic.WCWithImm, Imm: uint32(imm)}
 	if c.lastWrite {
 		r.Opcode = rnic.WCRecvRDMAWithImm
 	}
@@ -1201,10 +1210,12 @@ func (c *Conn) rxReadReq(h []byte, n int) bool {
 	var rr readReq
 	rr.get(h[ddp.UntaggedLen:])
 	c.mu.Lock()
-	full := c.irq.n >= c.ird
+	full := c.inboundFull()
 	c.mu.Unlock()
 	if full {
-		c.sendTerm(rdmap.FromDDP(ddp.ErrMSNNoBuffer), h[:ddp.UntaggedLen], n, h[ddp.UntaggedLen:])
+		// RFC 5040 names no code for a peer exceeding IRD; Linux siw (siw_init_rresp)
+		// sends RDMAP / Remote Operation / catastrophic error localized to the stream.
+		c.sendTerm(rdmap.TermCatastrophicStream, h[:ddp.UntaggedLen], n, h[ddp.UntaggedLen:])
 		return false
 	}
 	var src []byte
@@ -1237,24 +1248,25 @@ func (c *Conn) rxAtomicReq(h []byte, n int) bool {
 		return false
 	}
 	c.mu.Lock()
-	full := c.irq.n >= c.ird
+	full := c.inboundFull()
 	c.mu.Unlock()
-	if full {
-		c.sendTerm(rdmap.FromDDP(ddp.ErrMSNNoBuffer), dh, n, nil)
-		return false
-	}
-	aop := a[3] & 0xf
-	reqID, stag, to := be.Uint32(a[4:]), be.Uint32(a[8:]), be.Uint64(a[12:])
-	data, mask, cmp, cmask := be.Uint64(a[20:]), be.Uint64(a[28:]), be.Uint64(a[36:]), be.Uint64(a[44:])
-	if aop != aopFetchAdd && aop != aopCmpSwap {
-		c.sendTerm(rdmap.TermUnexpectedOpcode, dh, n, nil)
-		return false
-	}
-	if to%8 != 0 { // RFC 7306 §8.2
+	if full { // as for Read Requests: atomics share the IRD (RFC 7306 §5.2)
 		c.sendTerm(rdmap.TermCatastrophicStream, dh, n, nil)
 		return false
 	}
-	dst, err := c.qp.ResolveRemote(stag, to, 8, rnic.AccessRemoteAtomic)
+	req, err := rdmap.ParseAtomicRequest(a)
+	if err == nil {
+		err = req.Check() // RFC 7306 §5.2.1, §8.2
+	}
+	if err != nil {
+		te, ok := rdmap.AsTerminateError(err)
+		if !ok {
+			te = rdmap.TermCatastrophicStream
+		}
+		c.sendTerm(te, dh, n, nil)
+		return false
+	}
+	dst, err := c.qp.ResolveRemote(req.STag, req.TO, 8, rnic.AccessRemoteAtomic)
 	if err != nil {
 		c.sendTerm(readTerm(err), dh, n, nil)
 		return false
@@ -1264,41 +1276,14 @@ func (c *Conn) rxAtomicReq(h []byte, n int) bool {
 	}
 	atomicMu.Lock()
 	orig := binary.NativeEndian.Uint64(dst)
-	var v uint64
-	if aop == aopFetchAdd {
-		v = maskedAdd(orig, data, mask)
-	} else {
-		v = orig
-		if (cmp^orig)&cmask == 0 {
-			v = orig&^mask | data&mask
-		}
-	}
-	binary.NativeEndian.PutUint64(dst, v)
+	binary.NativeEndian.PutUint64(dst, req.Apply(orig))
 	atomicMu.Unlock()
 	c.rxMSN[1]++
 	c.mu.Lock()
-	c.irq.push(irqEntry{atomic: true, reqID: reqID, orig: orig})
+	c.irq.push(irqEntry{atomic: true, reqID: req.ReqID, orig: orig})
 	c.mu.Unlock()
 	c.wake()
 	return true
-}
-
-// maskedAdd is the RFC 7306 §5.1.1 masked FetchAdd: a set mask bit ends a field, so the
-// carry out of that bit is discarded.
-func maskedAdd(a, b, mask uint64) uint64 {
-	if mask == 0 {
-		return a + b
-	}
-	var r, carry uint64
-	for bit := uint(0); bit < 64; bit++ {
-		s := carry + (a>>bit)&1 + (b>>bit)&1
-		r |= (s & 1) << bit
-		carry = s >> 1
-		if mask>>bit&1 != 0 {
-			carry = 0
-		}
-	}
-	return r
 }
 
 func (c *Conn) rxAtomicResp(h []byte, n int) bool {
@@ -1314,7 +1299,8 @@ func (c *Conn) rxAtomicResp(h []byte, n int) bool {
 		e = c.orq.front()
 	}
 	c.mu.Unlock()
-	if e == nil || e.reqID != be.Uint32(a) {
+	resp, err := rdmap.ParseAtomicResponse(a)
+	if err != nil || e == nil || e.reqID != resp.ReqID {
 		c.sendTerm(rdmap.TermUnexpectedOpcode, dh, n, nil)
 		return false
 	}
@@ -1322,7 +1308,7 @@ func (c *Conn) rxAtomicResp(h []byte, n int) bool {
 		return false
 	}
 	c.rxMSN[3]++
-	binary.NativeEndian.PutUint64(e.w.Segs[0], be.Uint64(a[4:]))
+	binary.NativeEndian.PutUint64(e.w.Segs[0], resp.Orig)
 	c.mu.Lock()
 	done := c.orq.pop()
 	c.mu.Unlock()
@@ -1341,7 +1327,7 @@ func (c *Conn) rxTerm(ctrl []byte, plen uint64) bool {
 	var echo [2 + ddp.UntaggedLen]byte
 	var msn uint32
 	found := false
-	if word&termD != 0 && plen >= uint64(len(echo)) && c.rd.ReadFull(echo[:]) == nil {
+	if word&rdmap.TermFlagD != 0 && plen >= uint64(len(echo)) && c.rd.ReadFull(echo[:]) == nil {
 		u := ddp.Untagged(echo[2:])
 		if !u.Tagged() && u.QN() == ddp.QNReadRequest {
 			msn, found = uint32(u.MSN()), true

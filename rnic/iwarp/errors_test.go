@@ -121,7 +121,7 @@ func TestRemoteErrors(t *testing.T) {
 			mr, _ := srv.pd.RegMRAt(make([]byte, 64), 0, allAccess)
 			post(t, cli, rnic.SendWR{Opcode: rnic.OpAtomicFetchAdd, Flags: rnic.Signaled, SGL: []rnic.SGE{cmr.SGE(0, 8)}, RemoteAddr: 4, RKey: mr.RKey()})
 		}, rdmap.TermCatastrophicStream, rnic.EventQPFatal, rnic.StatusRemOpErr},
-		{"ird-exceeded", nil, rdmap.FromDDP(ddp.ErrMSNNoBuffer), rnic.EventQPFatal, rnic.StatusRemOpErr},
+		{"ird-exceeded", nil, rdmap.TermCatastrophicStream, rnic.EventQPFatal, rnic.StatusRemOpErr},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

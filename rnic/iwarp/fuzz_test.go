@@ -17,7 +17,7 @@ import (
 func FuzzReceive(f *testing.F) {
 	tagged := make([]byte, ddp.TaggedLen)
 	ddp.Tagged(tagged).Init(true, rdmap.Control(rdmap.OpWrite), 0x101, 0)
-	untagged := make([]byte, ddp.UntaggedLen+readReqLen)
+	untagged := make([]byte, ddp.UntaggedLen+rdmap.ReadRequestLen)
 	ddp.Untagged(untagged).Init(true, rdmap.Control(rdmap.OpReadRequest), 0, 1, 1, 0)
 	f.Add(mpa.AppendFPDU(nil, false, tagged, []byte("abc")))
 	f.Add(mpa.AppendFPDU(nil, false, untagged))

@@ -58,8 +58,7 @@ func newPair(t testing.TB, o *pairOpts) (cli, srv *side) {
 		o = &pairOpts{}
 	}
 	if o.cli == nil {
-		o.cli = DefaultConfig()
-		o.cli.Settle = 0
+		o.cli = DefaultConfig() // DefaultSettle: skipped, the responder is in-process
 	}
 	cli, srv = newSide(t, o), newSide(t, o)
 	ln, err := Listen(srv.dev, "127.0.0.1:0", o.srv)

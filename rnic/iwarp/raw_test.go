@@ -131,7 +131,7 @@ func TestRawSiwInitiator(t *testing.T) {
 		t.Fatalf("terminate header % x", b)
 	}
 	w := binary.BigEndian.Uint32(b[ddp.UntaggedLen:])
-	if parseTermWord(w) != rdmap.FromDDP(ddp.ErrInvalidSTag) || w&(termM|termD) != termM|termD || w&termR != 0 {
+	if parseTermWord(w) != rdmap.FromDDP(ddp.ErrInvalidSTag) || w&(rdmap.TermFlagM|rdmap.TermFlagD) != rdmap.TermFlagM|rdmap.TermFlagD || w&rdmap.TermFlagR != 0 {
 		t.Fatalf("terminate control %#x", w)
 	}
 	echo := b[ddp.UntaggedLen+4:]
@@ -155,7 +155,7 @@ func TestRawReadRTRAndCRC(t *testing.T) {
 		t.Fatalf("RTR %v", p.params.RTR)
 	}
 	// siw's Read RTR: zero-length Read Request, sink STag 0x55, source STag 1, TO 0.
-	h := make([]byte, ddp.UntaggedLen+readReqLen)
+	h := make([]byte, ddp.UntaggedLen+rdmap.ReadRequestLen)
 	ddp.Untagged(h).Init(true, rdmap.Control(rdmap.OpReadRequest), 0, 1, 1, 0)
 	(&readReq{sinkSTag: 0x55, srcSTag: 1}).put(h[ddp.UntaggedLen:])
 	if err := p.wr.WriteFPDU(h, nil); err != nil {
@@ -294,4 +294,106 @@ func TestSettleDelaysFirstFPDU(t *testing.T) {
 		t.Fatalf("first FPDU after %v, want ≥ 150 ms", d)
 	}
 	_ = conn.Close()
+}
+
+// Settle is skipped when the responder is a Listener of this process: with an hour's
+// Settle the first operation still completes (wait gives up after 10 s).
+func TestSettleSkippedInProcess(t *testing.T) {
+	noLeak(t)
+	cfg := DefaultConfig()
+	cfg.Settle = time.Hour
+	cli, srv := newPair(t, &pairOpts{cli: cfg})
+	settle(t, cli, srv)
+	if _, ok := inProc.Load(tupleKey(cli.conn.LocalAddr(), cli.conn.RemoteAddr())); !ok {
+		t.Fatal("accepted connection not registered")
+	}
+	_ = cli.conn.Close()
+	_ = srv.conn.Close()
+	if _, ok := inProc.Load(tupleKey(cli.conn.LocalAddr(), cli.conn.RemoteAddr())); ok {
+		t.Fatal("closed connection still registered")
+	}
+}
+
+// IRD is exact (RFC 5040 §6.1): a peer may have IRD Read Requests outstanding, counting
+// the one being answered; one more is a Terminate RDMAP / Remote Operation / catastrophic
+// error localized to the stream, as Linux siw sends (siw_init_rresp), echoing the
+// offending request's DDP header. The peer sends one request, waits for the first FPDU of
+// its response (so it is being answered, no longer queued), then sends the rest without
+// reading; each response is larger than the loopback socket buffers, so none can finish.
+func TestRawIRDExact(t *testing.T) {
+	noLeak(t)
+	srv := newSide(t, &pairOpts{})
+	defer srv.dev.Close()
+	cfg := mpa.Config{Rev: 2, P2P: true, RTR: mpa.RTRWrite, IRD: 2, ORD: 2}
+	p := rawConnect(t, cfg, srv, nil)
+	ird := srv.conn.IRD()
+	if ird != 2 {
+		t.Fatalf("negotiated IRD %d, want the peer's ORD 2", ird)
+	}
+	_ = p.nc.SetDeadline(time.Now().Add(20 * time.Second))
+	h := make([]byte, ddp.TaggedLen)
+	ddp.Tagged(h).Init(true, rdmap.Control(rdmap.OpWrite), 1, 0) // Write RTR
+	if err := p.wr.WriteFPDU(h, nil); err != nil {
+		t.Fatal(err)
+	}
+	const size = 32 << 20
+	smr, _ := srv.reg(t, size, allAccess)
+	msn := uint32(1)
+	reqs := func(n int) {
+		var batch []byte
+		for range n {
+			r := make([]byte, ddp.UntaggedLen+rdmap.ReadRequestLen)
+			ddp.Untagged(r).Init(true, rdmap.Control(rdmap.OpReadRequest), 0, ddp.QNReadRequest, ddp.MSN(msn), 0)
+			(&readReq{sinkSTag: 0x77, size: size, srcSTag: smr.RKey(), srcTO: smr.Addr()}).put(r[ddp.UntaggedLen:])
+			batch = mpa.AppendFPDU(batch, p.params.CRC, r)
+			msn++
+		}
+		if _, err := p.nc.Write(batch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// responses reads FPDUs until want whole Read Responses or a Terminate arrive.
+	responses := func(want int) (done int, term []byte) {
+		for done < want {
+			b := p.next(t)
+			if ddp.Tagged(b).Tagged() {
+				if rdmap.ControlOpcode(b[1]) != rdmap.OpReadResponse {
+					t.Fatalf("unexpected FPDU % x", b[:ddp.TaggedLen])
+				}
+				if ddp.Tagged(b).Last() {
+					done++
+				}
+				continue
+			}
+			return done, b
+		}
+		return done, nil
+	}
+	startOne := func() {
+		reqs(1)
+		if b := p.next(t); !ddp.Tagged(b).Tagged() || ddp.Tagged(b).Last() {
+			t.Fatalf("first FPDU of a %d-byte Read Response: % x", size, b[:min(len(b), 32)])
+		}
+	}
+	startOne()
+	reqs(ird - 1)
+	if done, term := responses(ird); term != nil {
+		t.Fatalf("Terminate after %d of IRD=%d Read Requests: % x", done, ird, term)
+	}
+	first := msn
+	startOne()
+	reqs(ird)
+	done, term := responses(ird + 1)
+	if term == nil || done >= ird {
+		t.Fatalf("IRD+1 Read Requests: %d responses, Terminate % x", done, term)
+	}
+	tm, err := rdmap.ParseTerminate(term[ddp.UntaggedLen:])
+	if err != nil || tm.Err != rdmap.TermCatastrophicStream || !tm.D {
+		t.Fatalf("terminate %+v (%v), want %v with the DDP header", tm, err, rdmap.TermCatastrophicStream)
+	}
+	if u := ddp.Untagged(tm.DDPHeader); u.QN() != ddp.QNReadRequest || uint32(u.MSN()) != first+uint32(ird) {
+		t.Fatalf("echoed header % x, want the Read Request with MSN %d", tm.DDPHeader, first+uint32(ird))
+	}
+	waitEvent(t, srv.dev, rnic.EventQPFatal)
+	<-srv.qp.Done()
 }

@@ -8,25 +8,6 @@ import (
 	"github.com/softrnic/softrnic/rnic"
 )
 
-// RDMAP header sizes after the DDP header (RFC 5040 §4.4, §4.8; RFC 7306 §5.2, §6.2).
-const (
-	readReqLen    = 28
-	termCtrlLen   = 4
-	immLen        = 8
-	atomicReqLen  = 52
-	atomicRespLen = 12
-
-	aopFetchAdd = 0x0
-	aopCmpSwap  = 0x2
-)
-
-// Terminate control word flags (RFC 5040 §4.8 Figure 8), in the 32-bit word.
-const (
-	termM = 1 << 15 // DDP Segment Length valid
-	termD = 1 << 14 // DDP header included
-	termR = 1 << 13 // RDMAP header included
-)
-
 var be = binary.BigEndian
 
 func putUntagged(b []byte, last bool, op rdmap.Opcode, field, qn uint32, msn uint32, mo uint32) {
@@ -55,14 +36,13 @@ func (r *readReq) get(b []byte) {
 	r.sinkSTag, r.sinkTO, r.size, r.srcSTag, r.srcTO = v.SinkSTag(), v.SinkTO(), v.Size(), v.SrcSTag(), v.SrcTO()
 }
 
-// termWord encodes the Terminate control word.
-func termWord(e rdmap.TerminateError, flags uint32) uint32 {
-	return uint32(e.Word())<<16 | flags
-}
-
-// parseTermWord decodes a Terminate control word as RFC 5040 §4.8 lays it out.
+// parseTermWord decodes the error of a Terminate control word as RFC 5040 §4.8 lays it
+// out (rdmap.ParseTerminate on the word alone, its header flags cleared).
 func parseTermWord(w uint32) rdmap.TerminateError {
-	return rdmap.TerminateError{Layer: rdmap.Layer(w >> 28), Type: rdmap.ErrorType(w >> 24 & 0xf), Code: rdmap.ErrorCode(w >> 16)}
+	var b [rdmap.TerminateMinLen]byte
+	be.PutUint32(b[:], w&^(rdmap.TermFlagM|rdmap.TermFlagD|rdmap.TermFlagR))
+	t, _ := rdmap.ParseTerminate(b[:])
+	return t.Err
 }
 
 // headersAllowed reports whether a Terminate of this layer and type may carry the
@@ -92,7 +72,7 @@ func decodeTermWord(w uint32) rdmap.TerminateError {
 	if t.CodeName() == "" {
 		return s
 	}
-	if w&termD != 0 && !headersAllowed(t) && headersAllowed(s) {
+	if w&rdmap.TermFlagD != 0 && !headersAllowed(t) && headersAllowed(s) {
 		return s
 	}
 	return t

@@ -23,10 +23,10 @@ func TestDecodeTermWord(t *testing.T) {
 	for _, e := range all {
 		flags := uint32(0)
 		if headersAllowed(e) {
-			flags = termM | termD
+			flags = rdmap.TermFlagM | rdmap.TermFlagD
 		}
 		// RFC-conforming peers (softrnic itself) are always read as sent.
-		if got := decodeTermWord(termWord(e, flags)); got != e {
+		if got := decodeTermWord(rdmap.Terminate{Err: e}.Control() | flags); got != e {
 			t.Errorf("RFC %v read as %v", e, got)
 		}
 		// siw's swapped nibbles are undone when the result is unambiguous.
