@@ -7,9 +7,11 @@ import (
 
 // CQ is a completion queue: a fixed ring that Poll drains into a caller slice.
 //
-// Overflow is never silent: if a completion arrives while the ring is full, the CQ enters
-// an error state, an EventCQErr async event is posted, and Poll returns ErrCQOverflow
-// (after the completions still held) from then on.
+// Overflow is never silent (verbs semantics, as ibv_create_cq documents it): if a
+// completion arrives while the ring is full, the CQ enters an error state, an EventCQErr
+// async event is posted, and Poll returns ErrCQOverflow (after the completions still
+// held) from then on. A CQ in error accepts no completion: each QP that then has one to
+// write to it (the one that overflowed it included) is moved to Error with EventQPFatal.
 type CQ struct {
 	dev      *Device
 	mu       sync.Mutex
@@ -135,17 +137,18 @@ func (cq *CQ) Destroy() error {
 }
 
 // push adds a completion; it reports whether a notification must be fired (by fire,
-// after the caller dropped its locks).
-func (cq *CQ) push(c *Completion) bool {
+// after the caller dropped its locks), and lost when the CQ is in error (it overflowed
+// now or before) and the completion was dropped: the caller's QP must go to Error.
+func (cq *CQ) push(c *Completion) (fire, lost bool) {
 	cq.mu.Lock()
-	if cq.n == len(cq.ring) {
+	if cq.overflow || cq.n == len(cq.ring) {
 		first := !cq.overflow
 		cq.overflow = true
 		cq.mu.Unlock()
 		if first {
 			cq.dev.postEvent(AsyncEvent{Type: EventCQErr, CQ: cq, Err: ErrCQOverflow})
 		}
-		return false
+		return false, true
 	}
 	i := cq.head + cq.n
 	if i >= len(cq.ring) {
@@ -153,7 +156,6 @@ func (cq *CQ) push(c *Completion) bool {
 	}
 	cq.ring[i] = *c
 	cq.n++
-	fire := false
 	switch cq.armed {
 	case armNext:
 		fire = true
@@ -169,7 +171,7 @@ func (cq *CQ) push(c *Completion) bool {
 	}
 	fire = fire && cq.handler != nil
 	cq.mu.Unlock()
-	return fire
+	return fire, false
 }
 
 func (cq *CQ) fire() {

@@ -306,3 +306,79 @@ func TestDataPathNoAlloc(t *testing.T) {
 		t.Fatalf("data path allocates %v per op", allocs)
 	}
 }
+
+// TestCQOverflowMovesQPsToError: the QP whose completion overflows a CQ, and each QP that
+// later has a completion for that CQ, go to Error with EventQPFatal (ErrCQOverflow); a QP
+// with nothing more to complete keeps its state. The CQ gets one EventCQErr.
+func TestCQOverflowMovesQPsToError(t *testing.T) {
+	d, pd, _ := setup(t)
+	cq, _ := d.CreateCQ(1)
+	other, _ := d.CreateCQ(8)
+	mk := func() (*QP, *fakeT) {
+		qp, err := d.CreateQP(pd, QPAttr{SendCQ: cq, RecvCQ: other, Cap: QPCap{MaxSendWR: 4, MaxRecvWR: 4}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := &fakeT{disconnect: make(chan bool, 4)}
+		_ = qp.Attach(f)
+		_ = qp.Established()
+		return qp, f
+	}
+	a, fa := mk()
+	b, fb := mk()
+	c, _ := mk()
+	send := func(qp *QP) {
+		t.Helper()
+		if err := qp.PostSend(&SendWR{Opcode: OpSend, Flags: Signaled}); err != nil {
+			t.Fatal(err)
+		}
+		qp.CompleteSend(qp.NextSend(), StatusSuccess)
+	}
+	send(a) // fills the CQ
+	if a.State() != QPRTS {
+		t.Fatal("QP left RTS before the overflow")
+	}
+	send(a) // overflows it
+	if a.State() != QPError {
+		t.Fatalf("overflowing QP in %v", a.State())
+	}
+	if graceful := <-fa.disconnect; graceful {
+		t.Fatal("graceful disconnect after an overflow")
+	}
+	if b.State() != QPRTS || c.State() != QPRTS {
+		t.Fatal("QPs without completions changed state")
+	}
+	var wc [4]Completion
+	if n, err := cq.Poll(wc[:]); n != 1 || !errors.Is(err, ErrCQOverflow) {
+		t.Fatalf("poll: %d %v", n, err)
+	}
+	send(b) // room again, but the CQ stays in error
+	if b.State() != QPError {
+		t.Fatalf("QP completing into a CQ in error is in %v", b.State())
+	}
+	<-fb.disconnect
+	if c.State() != QPRTS {
+		t.Fatal("idle QP changed state")
+	}
+	var cqErr, fatal int
+	tm := time.After(5 * time.Second)
+	for cqErr != 1 || fatal != 2 {
+		select {
+		case e := <-d.Events():
+			switch {
+			case e.Type == EventCQErr && e.CQ == cq:
+				cqErr++
+			case e.Type == EventQPFatal && errors.Is(e.Err, ErrCQOverflow):
+				if e.QP != a && e.QP != b {
+					t.Fatalf("fatal event for QP %d", e.QP.Num())
+				}
+				fatal++
+			}
+		case <-tm:
+			t.Fatalf("events: %d CQ errors, %d QP fatal", cqErr, fatal)
+		}
+	}
+	for _, qp := range []*QP{a, b, c} {
+		qp.TransportDone(nil)
+	}
+}

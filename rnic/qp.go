@@ -467,12 +467,17 @@ func (q *QP) CompleteSend(w *SendWQE, st Status) {
 	}
 	w.done = true
 	w.status = st
-	fs := q.retireLocked(false)
+	fs, lost := q.retireLocked(false)
 	q.mu.Unlock()
 	q.fireCQs(fs, false)
+	if lost {
+		q.Fatal(EventQPFatal, ErrCQOverflow)
+	}
 }
 
-func (q *QP) retireLocked(flush bool) (fire bool) {
+// retireLocked completes finished send WQEs in post order (all of them, flushed, when
+// flush); lost reports a completion the send CQ dropped because it is in error.
+func (q *QP) retireLocked(flush bool) (fire, lost bool) {
 	n := uint64(len(q.sq))
 	for q.sqHead != q.sqTl {
 		w := &q.sq[q.sqHead%n]
@@ -487,9 +492,8 @@ func (q *QP) retireLocked(flush bool) (fire bool) {
 			if w.status == StatusSuccess {
 				c.ByteLen = uint32(w.Len)
 			}
-			if q.attr.SendCQ.push(&c) {
-				fire = true
-			}
+			f, l := q.attr.SendCQ.push(&c)
+			fire, lost = fire || f, lost || l
 		}
 		w.done = false
 		q.sqHead++
@@ -497,14 +501,16 @@ func (q *QP) retireLocked(flush bool) (fire bool) {
 	if flush {
 		q.sqNext = q.sqTl
 	}
-	return fire
+	return fire, lost
 }
 
+// flushLocked flushes all unfinished work (the QP is in Error, so completions a CQ in
+// error drops need no further action).
 func (q *QP) flushLocked() (fs, fr bool) {
-	fs = q.retireLocked(true)
+	fs, _ = q.retireLocked(true)
 	for _, w := range q.taken {
 		c := Completion{WRID: w.WRID, Status: StatusWRFlushErr, Opcode: WCRecv, QPNum: q.num, SRQ: w.srq != nil}
-		if q.attr.RecvCQ.push(&c) {
+		if f, _ := q.attr.RecvCQ.push(&c); f {
 			fr = true
 		}
 		q.releaseRecv(w)
@@ -513,7 +519,7 @@ func (q *QP) flushLocked() (fs, fr bool) {
 	if q.attr.SRQ == nil {
 		for w := q.rq.take(); w != nil; w = q.rq.take() {
 			c := Completion{WRID: w.WRID, Status: StatusWRFlushErr, Opcode: WCRecv, QPNum: q.num}
-			if q.attr.RecvCQ.push(&c) {
+			if f, _ := q.attr.RecvCQ.push(&c); f {
 				fr = true
 			}
 			q.rq.release(w)
@@ -603,10 +609,13 @@ func (q *QP) CompleteRecv(w *RecvWQE, r RecvResult) {
 	}
 	c := Completion{WRID: w.WRID, Status: r.Status, Opcode: r.Opcode, Flags: r.Flags, ByteLen: r.ByteLen,
 		Imm: r.Imm, InvalidatedSTag: r.InvalidatedSTag, QPNum: q.num, SRQ: w.srq != nil}
-	fr := q.attr.RecvCQ.push(&c)
+	fr, lost := q.attr.RecvCQ.push(&c)
 	q.releaseRecv(w)
 	q.mu.Unlock()
 	q.fireCQs(false, fr)
+	if lost {
+		q.Fatal(EventQPFatal, ErrCQOverflow)
+	}
 }
 
 // ResolveRemote is PD.ResolveRemote with the type 2 window association checked against q.
