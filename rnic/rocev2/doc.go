@@ -15,11 +15,16 @@
 //
 // ICRC: packets are sent with DF set from an unconnected socket, for which
 // Linux uses IP ID 0 (ip_select_ident), and the ICRC is computed with ID 0.
-// A receiver on a UDP socket cannot see the sender's IP ID, so an IPv4 ICRC
-// that does not verify with ID 0 is accepted and counted in ICRCUnverified
-// unless [Config].StrictICRC is set; IPv6 and in-memory ICRCs are verified
-// exactly. With UDP GSO the kernel numbers the segments' IP IDs 0, 1, 2…,
-// so GSO is for IPv6 or softrnic peers (rxe verifies the ICRC strictly).
+// A receiver on a UDP socket cannot see the sender's IP ID (rxe's are not
+// 0), so an IPv4 ICRC that does not verify with ID 0 is solved for the ID
+// by CRC linearity (roce.SolveICRCIPv4ID, Annex A17.4.1.1 covers the ID):
+// it is accepted, and counted in ICRCIDSolved, iff some ID explains it — a
+// 16-bit check that catches every single-bit error — and dropped as an
+// ICRC error otherwise. [Config].StrictICRC requires ID 0; IPv6 and
+// in-memory ICRCs are verified exactly. Corrupt packets are dropped
+// silently (no NAK), as rxe does. With UDP GSO the kernel numbers the
+// segments' IP IDs 0, 1, 2…, which softrnic accepts (ID-solved) but rxe,
+// which sees the real ID, drops: GSO is for IPv6 or softrnic peers.
 //
 // # Reliable connection (IBTA §9.7)
 //

@@ -28,10 +28,15 @@ type Config struct {
 	// which send from per-flow source ports but listen on 4791). 0 means:
 	// reply to the source port of a request, and dial the endpoint's own port.
 	PeerPort uint16
-	// StrictICRC drops IPv4 packets whose ICRC does not match with IP ID 0. A
-	// kernel UDP socket does not reveal the sender's IP ID, so by default an
-	// IPv4 packet failing that check is accepted and counted (ICRCUnverified);
-	// IPv6 ICRCs and all in-memory links are always verified exactly.
+	// StrictICRC requires IPv4 ICRCs to verify exactly with IP ID 0 (what
+	// softrnic sends without GSO). By default a UDP-socket receiver, which
+	// cannot see the sender's IP ID, verifies an IPv4 ICRC exactly when it
+	// matches with ID 0 and otherwise solves for the ID
+	// (roce.SolveICRCIPv4ID): the packet is accepted, and counted in
+	// ICRCIDSolved, iff some ID makes it consistent, a 16-bit check (a random
+	// corruption passes with probability 2^-16; every single-bit error is
+	// caught). Rxe sends non-zero IDs, so keep this off for kernel peers.
+	// IPv6 ICRCs and in-memory links are always verified exactly.
 	StrictICRC bool
 }
 
@@ -82,8 +87,10 @@ type Endpoint struct {
 	closed atomic.Bool
 	wg     sync.WaitGroup
 
-	// counters
-	RxDropped, ICRCErrors, ICRCUnverified atomic.Uint64
+	// Counters. ICRCErrors counts packets dropped for their ICRC (silently,
+	// as rxe does: no NAK); ICRCIDSolved counts IPv4 packets accepted because
+	// their ICRC verifies with a non-zero IP ID (see Config.StrictICRC).
+	RxDropped, ICRCErrors, ICRCIDSolved atomic.Uint64
 }
 
 // ErrEndpointClosed is returned after Close.
@@ -267,13 +274,21 @@ func (e *Endpoint) input(r *rxCtx, b []byte, from, local netip.AddrPort) {
 		e.RxDropped.Add(1)
 		return
 	}
-	crc := roce.ICRCAddTransport(icrcStart(from, local, len(b)-roce.ICRCLen), p.Covered())
-	if crc != p.ICRCValue() {
+	ibLen := len(b) - roce.ICRCLen
+	crc := roce.ICRCAddTransport(icrcStart(from, local, ibLen), p.Covered())
+	var ipID uint16
+	if got := p.ICRCValue(); crc != got {
 		if e.cfg.StrictICRC || !from.Addr().Is4() || isMem(e.link) {
 			e.ICRCErrors.Add(1)
 			return
 		}
-		e.ICRCUnverified.Add(1)
+		id, ok := roce.SolveICRCIPv4ID(crc, got, ibLen)
+		if !ok {
+			e.ICRCErrors.Add(1)
+			return
+		}
+		e.ICRCIDSolved.Add(1)
+		ipID = id
 	}
 	if p.BTH.PKey() != 0xFFFF && p.BTH.PKey()&0x7FFF != e.cfg.PKey&0x7FFF {
 		e.RxDropped.Add(1)
@@ -282,7 +297,7 @@ func (e *Endpoint) input(r *rxCtx, b []byte, from, local netip.AddrPort) {
 	op := p.Opcode()
 	qpn := p.BTH.DestQP()
 	if op.Service() == roce.ServiceUD {
-		e.inputUD(p, from, qpn)
+		e.inputUD(p, from, qpn, ipID)
 		return
 	}
 	c := e.lookup(qpn)

@@ -16,7 +16,7 @@ import (
 )
 
 // socketLike hides that a link is a MemLink, so the endpoint applies the
-// UDP socket rules (an IPv4 ICRC failing with IP ID 0 is accepted, counted).
+// UDP socket rules (an IPv4 ICRC failing with IP ID 0 is solved for the ID).
 type socketLike struct{ *MemLink }
 
 // capRoCE is one captured RoCEv2 datagram.
@@ -84,7 +84,7 @@ func TestGoldenRxePingpong(t *testing.T) {
 	peer, _ := n.NewLink(netip.AddrPortFrom(pkts[0].from.Addr(), roce.UDPPort), Faults{})
 	dev, _ := rnic.Open(rnic.Config{})
 	defer dev.Close()
-	// Wrapped so the endpoint treats it as a UDP socket (lenient IPv4 ICRC).
+	// Wrapped so the endpoint treats it as a UDP socket (IPv4 ICRC solved for the IP ID).
 	ep := NewEndpoint(dev, socketLike{srvL}, nil)
 	defer ep.Close()
 	pd, _ := dev.AllocPD()
@@ -150,8 +150,9 @@ func TestGoldenRxePingpong(t *testing.T) {
 	if c.Status != 0 || c.WRID != 1 || c.ByteLen != 64 || !bytes.Equal(buf, pkts[0].udpPayload[12:76]) {
 		t.Fatalf("recv %+v", c)
 	}
-	if ep.ICRCUnverified.Load() != 1 {
-		t.Fatal("rxe's IPv4 ID is not 0: its ICRC cannot be checked from a UDP socket; expected it counted as unverified")
+	if ep.ICRCIDSolved.Load() != 1 || ep.ICRCErrors.Load() != 0 {
+		t.Fatalf("rxe's IPv4 ID is not 0: expected its ICRC verified by solving for the ID; solved %d, errors %d",
+			ep.ICRCIDSolved.Load(), ep.ICRCErrors.Load())
 	}
 	a := recvACK()
 	if a.Opcode() != roce.RCAck || a.BTH.DestQP() != 0x19 || a.BTH.PSN() != 0x949ef3 || a.BTH.PKey() != 0xFFFF ||

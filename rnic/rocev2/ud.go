@@ -179,8 +179,9 @@ func (u *UDQP) run() {
 }
 
 // inputUD delivers a UD packet: QP1 to the CM, others to their UDQP after
-// the Q_Key check (IBTA §10.2.4, rxe check_keys).
-func (e *Endpoint) inputUD(p roce.Packet, from netip.AddrPort, qpn uint32) {
+// the Q_Key check (IBTA §10.2.4, rxe check_keys). ipID is the sender's IPv4
+// ID as solved from the ICRC; it goes into the GRH's IPv4 header.
+func (e *Endpoint) inputUD(p roce.Packet, from netip.AddrPort, qpn uint32, ipID uint16) {
 	e.mu.RLock()
 	gsi := e.gsi
 	u := e.ud[qpn]
@@ -217,7 +218,7 @@ func (e *Endpoint) inputUD(p roce.Packet, from netip.AddrPort, qpn uint32) {
 	local := e.link.LocalAddr()
 	ib := len(p.Raw) - roce.ICRCLen
 	if from.Addr().Is4() && local.Addr().Is4() {
-		roce.AppendIPv4UDP(grh[:20], from.Addr().As4(), local.Addr().As4(), 0, 64, 0, from.Port(), local.Port(), ib)
+		roce.AppendIPv4UDP(grh[:20], from.Addr().As4(), local.Addr().As4(), 0, 64, ipID, from.Port(), local.Port(), ib)
 	} else {
 		roce.AppendIPv6UDP(grh[:0], from.Addr().As16(), local.Addr().As16(), 0, 64, 0, from.Port(), local.Port(), ib)
 	}

@@ -21,8 +21,9 @@ type UDPOptions struct {
 	// GSO sends runs of equal-sized packets to one destination as one UDP
 	// GSO super-datagram (UDP_SEGMENT). The kernel gives the segments of an
 	// IPv4 super-datagram consecutive IP IDs while the ICRC is computed with
-	// ID 0, so a strict IPv4 peer (rxe) drops all but the first: enable it
-	// for IPv6 or softrnic peers only.
+	// ID 0, so rxe, which verifies with the real ID, drops all but the first
+	// (softrnic solves for the ID, unless Config.StrictICRC): enable it for
+	// IPv6 or softrnic peers only.
 	GSO bool
 	// GRO asks the kernel to coalesce received datagrams (UDP_GRO); they are
 	// split again before the transport sees them.
