@@ -1,0 +1,517 @@
+//go:build linux
+
+package xdp
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"unsafe"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+	"github.com/softrnic/softrnic/rnic/rocev2"
+	"github.com/softrnic/softrnic/roce"
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+)
+
+const (
+	frameSize    = 4096
+	ethLen       = 14
+	copyHeadroom = 256 // XDP_PACKET_HEADROOM in front of received frames
+	etherIPv4    = 0x0800
+)
+
+// Link is a rocev2.Link over an AF_XDP socket (see the package comment).
+type Link struct {
+	fd    int
+	file  *os.File
+	rc    syscall.RawConn
+	umem  []byte
+	fill  ring
+	comp  ring
+	rx    ring
+	tx    ring
+	local netip.AddrPort
+	lip   [4]byte
+	mac   [6]byte
+	batch int
+	tos   uint8
+	ttl   uint8
+	mode  Mode
+	zc    bool
+
+	xsks  *ebpf.Map
+	prog  *ebpf.Program
+	xlink link.Link
+	neigh *neighbours
+
+	closed atomic.Bool
+	rmu    sync.Mutex // Recv (and Close, before unmapping)
+	recvFn func(fd uintptr) bool
+	rReady uint32
+
+	smu    sync.Mutex // Send (and Close, before unmapping)
+	txFree []uint64   // free TX frames
+
+	rxPackets, txPackets, rxDropped, icrcErrors, icrcRestamped, txDropped atomic.Uint64
+}
+
+var _ rocev2.Link = (*Link)(nil)
+
+// New opens an AF_XDP link on o.Interface (see the package comment for
+// privileges and the network namespace).
+func New(o Options) (l *Link, err error) {
+	if !o.Addr.Addr().Is4() && !o.Addr.Addr().Is4In6() {
+		return nil, fmt.Errorf("%w: IPv6 address %v", ErrNotSupported, o.Addr.Addr())
+	}
+	if o.Addr.Addr().IsUnspecified() {
+		return nil, rocev2.ErrUnspecifiedAddr
+	}
+	if o.Addr.Port() == 0 {
+		o.Addr = netip.AddrPortFrom(o.Addr.Addr(), roce.UDPPort)
+	}
+	if o.Frames <= 0 {
+		o.Frames = 2048
+	}
+	half := 1
+	for half*2 <= o.Frames/2 {
+		half *= 2
+	}
+	if half < 64 {
+		half = 64
+	}
+	if o.Batch <= 0 {
+		o.Batch = 64
+	}
+	if o.TTL == 0 {
+		o.TTL = 64
+	}
+	nl, err := netlink.NewHandle()
+	if err != nil {
+		return nil, err
+	}
+	dev, err := nl.LinkByName(o.Interface)
+	if err != nil {
+		nl.Close()
+		return nil, err
+	}
+	attrs := dev.Attrs()
+	l = &Link{
+		fd: -1, local: netip.AddrPortFrom(o.Addr.Addr().Unmap(), o.Addr.Port()),
+		batch: o.Batch, tos: o.TOS, ttl: o.TTL,
+	}
+	l.lip = l.local.Addr().As4()
+	copy(l.mac[:], attrs.HardwareAddr)
+	defer func() {
+		if err != nil {
+			l.release()
+			l = nil
+		}
+	}()
+	if l.neigh, err = newNeighbours(nl, attrs.Index, l.local.Addr()); err != nil {
+		nl.Close()
+		return l, err
+	}
+	if err = l.openSocket(attrs.Index, o.Queue, half, o.ZeroCopy); err != nil {
+		return l, fmt.Errorf("rocev2/xdp: AF_XDP socket on %s queue %d: %w", o.Interface, o.Queue, err)
+	}
+	if err = l.attach(attrs.Index, o.Queue, o.Mode); err != nil {
+		return l, fmt.Errorf("rocev2/xdp: XDP program on %s: %w", o.Interface, err)
+	}
+	return l, nil
+}
+
+func setsockopt(fd, level, opt int, p unsafe.Pointer, n uintptr) error {
+	_, _, e := unix.Syscall6(unix.SYS_SETSOCKOPT, uintptr(fd), uintptr(level), uintptr(opt), uintptr(p), n, 0)
+	if e != 0 {
+		return e
+	}
+	return nil
+}
+
+func getsockopt(fd, level, opt int, p unsafe.Pointer, n uintptr) error {
+	_, _, e := unix.Syscall6(unix.SYS_GETSOCKOPT, uintptr(fd), uintptr(level), uintptr(opt), uintptr(p), uintptr(unsafe.Pointer(&n)), 0)
+	if e != 0 {
+		return e
+	}
+	return nil
+}
+
+// openSocket creates the socket, registers the UMEM (2·half frames), maps
+// the four rings (half entries each), fills the fill ring with the first
+// half of the frames and binds to ifindex/queue.
+func (l *Link) openSocket(ifindex, queue, half int, zc bool) error {
+	fd, err := unix.Socket(unix.AF_XDP, unix.SOCK_RAW|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	l.fd = fd
+	l.umem, err = unix.Mmap(-1, 0, 2*half*frameSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_POPULATE)
+	if err != nil {
+		return err
+	}
+	reg := unix.XDPUmemReg{Addr: uint64(uintptr(unsafe.Pointer(&l.umem[0]))), Len: uint64(len(l.umem)), Size: frameSize}
+	if err := setsockopt(fd, unix.SOL_XDP, unix.XDP_UMEM_REG, unsafe.Pointer(&reg), unsafe.Sizeof(reg)); err != nil {
+		return fmt.Errorf("XDP_UMEM_REG: %w", err)
+	}
+	n := int32(half)
+	for _, opt := range []int{unix.XDP_UMEM_FILL_RING, unix.XDP_UMEM_COMPLETION_RING, unix.XDP_RX_RING, unix.XDP_TX_RING} {
+		if err := setsockopt(fd, unix.SOL_XDP, opt, unsafe.Pointer(&n), 4); err != nil {
+			return fmt.Errorf("ring size option %d: %w", opt, err)
+		}
+	}
+	var off unix.XDPMmapOffsets
+	if err := getsockopt(fd, unix.SOL_XDP, unix.XDP_MMAP_OFFSETS, unsafe.Pointer(&off), unsafe.Sizeof(off)); err != nil {
+		return fmt.Errorf("XDP_MMAP_OFFSETS: %w", err)
+	}
+	if l.fill, err = mapRing(fd, off.Fr, unix.XDP_UMEM_PGOFF_FILL_RING, half, 8); err != nil {
+		return err
+	}
+	if l.comp, err = mapRing(fd, off.Cr, unix.XDP_UMEM_PGOFF_COMPLETION_RING, half, 8); err != nil {
+		return err
+	}
+	dsz := unsafe.Sizeof(unix.XDPDesc{})
+	if l.rx, err = mapRing(fd, off.Rx, unix.XDP_PGOFF_RX_RING, half, dsz); err != nil {
+		return err
+	}
+	if l.tx, err = mapRing(fd, off.Tx, unix.XDP_PGOFF_TX_RING, half, dsz); err != nil {
+		return err
+	}
+	for i := range half {
+		*l.fill.addr(l.fill.local) = uint64(i * frameSize)
+		l.fill.local++
+	}
+	l.fill.publish()
+	l.txFree = make([]uint64, 0, half)
+	for i := half; i < 2*half; i++ {
+		l.txFree = append(l.txFree, uint64(i*frameSize))
+	}
+	sa := &unix.SockaddrXDP{Ifindex: uint32(ifindex), QueueID: uint32(queue), Flags: unix.XDP_COPY}
+	if zc {
+		sa.Flags = unix.XDP_ZEROCOPY
+		if unix.Bind(fd, sa) == nil {
+			l.zc = true
+		} else {
+			sa.Flags = unix.XDP_COPY
+		}
+	}
+	if !l.zc {
+		if err := unix.Bind(fd, sa); err != nil {
+			return fmt.Errorf("bind: %w", err)
+		}
+	}
+	if err := unix.SetNonblock(fd, true); err != nil {
+		return err
+	}
+	// The runtime poller waits for the socket (xsk_poll reports EPOLLIN
+	// when the RX ring has entries), so a blocked Recv holds no thread and
+	// Close unblocks it.
+	l.file = os.NewFile(uintptr(fd), "xsk")
+	if l.rc, err = l.file.SyscallConn(); err != nil {
+		return err
+	}
+	l.recvFn = func(uintptr) bool {
+		l.rReady = l.rx.ready()
+		return l.rReady > 0 || l.closed.Load()
+	}
+	return nil
+}
+
+// attach creates the XSK map with the socket at key queue, loads the
+// redirect program and attaches it in the requested mode.
+func (l *Link) attach(ifindex, queue int, mode Mode) error {
+	var err error
+	l.xsks, err = ebpf.NewMap(&ebpf.MapSpec{Name: "softrnic_xsks", Type: ebpf.XSKMap, KeySize: 4, ValueSize: 4, MaxEntries: uint32(max(queue+1, 64))})
+	if err != nil {
+		return fmt.Errorf("XSK map: %w", err)
+	}
+	if err = l.xsks.Put(uint32(queue), uint32(l.fd)); err != nil {
+		return fmt.Errorf("XSK map update: %w", err)
+	}
+	l.prog, err = ebpf.NewProgram(&ebpf.ProgramSpec{
+		Name: "softrnic_roce", Type: ebpf.XDP, License: "Dual BSD/GPL",
+		Instructions: redirectProgram(l.xsks, l.local.Port()),
+	})
+	if err != nil {
+		return fmt.Errorf("load: %w", err)
+	}
+	if mode == ModeAuto || mode == ModeDriver {
+		l.xlink, err = link.AttachXDP(link.XDPOptions{Program: l.prog, Interface: ifindex, Flags: link.XDPDriverMode})
+		if err == nil {
+			l.mode = ModeDriver
+			return nil
+		}
+		if mode == ModeDriver {
+			return err
+		}
+	}
+	l.xlink, err = link.AttachXDP(link.XDPOptions{Program: l.prog, Interface: ifindex, Flags: link.XDPGenericMode})
+	l.mode = ModeGeneric
+	return err
+}
+
+// Mode reports the attach mode in use (ModeDriver or ModeGeneric).
+func (l *Link) Mode() Mode { return l.mode }
+
+// ZeroCopy reports whether the socket is bound in zero-copy mode.
+func (l *Link) ZeroCopy() bool { return l.zc }
+
+// LocalAddr implements rocev2.Link.
+func (l *Link) LocalAddr() netip.AddrPort { return l.local }
+
+// BatchSize implements rocev2.Link.
+func (l *Link) BatchSize() int { return l.batch }
+
+// Stats returns the link's counters.
+func (l *Link) Stats() Stats {
+	s := Stats{
+		RxPackets: l.rxPackets.Load(), TxPackets: l.txPackets.Load(), RxDropped: l.rxDropped.Load(),
+		ICRCErrors: l.icrcErrors.Load(), ICRCRestamped: l.icrcRestamped.Load(), TxDropped: l.txDropped.Load(),
+	}
+	if l.rc != nil {
+		var ks unix.XDPStatistics
+		_ = l.rc.Control(func(fd uintptr) {
+			_ = getsockopt(int(fd), unix.SOL_XDP, unix.XDP_STATISTICS, unsafe.Pointer(&ks), unsafe.Sizeof(ks))
+		})
+		s.KernelRxDropped, s.KernelRxRingFull, s.KernelFillRingEmpty = ks.Rx_dropped, ks.Rx_ring_full, ks.Rx_fill_ring_empty_descs
+	}
+	return s
+}
+
+// Close detaches the XDP program, unblocks Recv and releases the socket,
+// rings and UMEM. It implements rocev2.Link.
+func (l *Link) Close() error {
+	if l.closed.Swap(true) {
+		return nil
+	}
+	if l.xlink != nil {
+		_ = l.xlink.Close()
+		l.xlink = nil
+	}
+	if l.file != nil {
+		_ = l.file.Close() // wakes a Recv blocked in the poller
+	}
+	l.rmu.Lock()
+	l.smu.Lock()
+	l.release()
+	l.smu.Unlock()
+	l.rmu.Unlock()
+	return nil
+}
+
+// release frees what New acquired (idempotent; callers exclude Send/Recv).
+func (l *Link) release() {
+	if l.xlink != nil {
+		_ = l.xlink.Close()
+		l.xlink = nil
+	}
+	if l.prog != nil {
+		_ = l.prog.Close()
+		l.prog = nil
+	}
+	if l.xsks != nil {
+		_ = l.xsks.Close()
+		l.xsks = nil
+	}
+	if l.file != nil {
+		_ = l.file.Close()
+	} else if l.fd >= 0 {
+		_ = unix.Close(l.fd)
+	}
+	l.fd = -1
+	for _, r := range []*ring{&l.fill, &l.comp, &l.rx, &l.tx} {
+		r.unmap()
+	}
+	if l.umem != nil {
+		_ = unix.Munmap(l.umem)
+		l.umem = nil
+	}
+	if l.neigh != nil {
+		l.neigh.close()
+		l.neigh = nil
+	}
+}
+
+// Recv implements rocev2.Link: it waits for the RX ring, copies up to
+// len(bufs) packets' UDP payloads out of the UMEM and returns their frames
+// to the fill ring.
+func (l *Link) Recv(bufs [][]byte, sizes []int, from []netip.AddrPort) (int, error) {
+	if len(bufs) == 0 {
+		return 0, nil
+	}
+	l.rmu.Lock()
+	defer l.rmu.Unlock()
+	for {
+		if l.closed.Load() {
+			return 0, rocev2.ErrLinkClosed
+		}
+		if err := l.rc.Read(l.recvFn); err != nil {
+			if l.closed.Load() || errors.Is(err, os.ErrClosed) {
+				return 0, rocev2.ErrLinkClosed
+			}
+			return 0, err
+		}
+		if l.closed.Load() {
+			return 0, rocev2.ErrLinkClosed
+		}
+		avail := min(l.rReady, uint32(len(bufs)))
+		n := 0
+		for range avail {
+			d := l.rx.desc(l.rx.local)
+			addr, ln := d.Addr, uint64(d.Len)
+			l.rx.local++
+			if addr+ln <= uint64(len(l.umem)) && l.input(l.umem[addr:addr+ln], bufs[n], &sizes[n], &from[n]) {
+				n++
+			} else {
+				l.rxDropped.Add(1)
+			}
+			*l.fill.addr(l.fill.local) = addr &^ (frameSize - 1)
+			l.fill.local++
+		}
+		l.rx.release()
+		l.fill.publish()
+		if n > 0 {
+			l.rxPackets.Add(uint64(n))
+			return n, nil
+		}
+	}
+}
+
+// input checks an Ethernet frame and copies its UDP payload into buf.
+func (l *Link) input(f []byte, buf []byte, size *int, from *netip.AddrPort) bool {
+	if len(f) < ethLen+20+8 || binary.BigEndian.Uint16(f[12:]) != etherIPv4 {
+		return false
+	}
+	ip, udp, pl, err := roce.SplitIPPacket(f[ethLen:])
+	if err != nil || ip[0]>>4 != 4 || [4]byte(ip[16:20]) != l.lip ||
+		binary.BigEndian.Uint16(udp[2:]) != l.local.Port() || binary.BigEndian.Uint16(ip[6:])&0x3FFF != 0 ||
+		len(pl) > cap(buf) {
+		return false
+	}
+	buf = buf[:len(pl)]
+	copy(buf, pl)
+	src := [4]byte(ip[12:16])
+	sport := binary.BigEndian.Uint16(udp[0:])
+	*size = len(pl)
+	*from = netip.AddrPortFrom(netip.AddrFrom4(src), sport)
+	// The transport verifies the ICRC assuming IHL 5, DF, ID 0; check any
+	// other header here against the real bytes (IBTA A17.3.3).
+	if len(pl) < roce.BTHLen+roce.ICRCLen || (ip[0] == 0x45 && binary.BigEndian.Uint16(ip[4:]) == 0 && ip[6] == 0x40 && ip[7] == 0) {
+		return true
+	}
+	ib := pl[:len(pl)-roce.ICRCLen]
+	crc, err := roce.ICRC(ip, udp, ib)
+	if err != nil || crc != binary.LittleEndian.Uint32(pl[len(ib):]) {
+		l.icrcErrors.Add(1)
+		return false
+	}
+	canon := roce.ICRCv4(src, l.lip, 0, true, sport, l.local.Port(), ib)
+	binary.LittleEndian.PutUint32(buf[len(ib):], canon)
+	l.icrcRestamped.Add(1)
+	return true
+}
+
+// Send implements rocev2.Link: each buffer becomes one Ethernet/IPv4/UDP
+// frame in a TX frame of the UMEM; the batch is kicked with one sendto.
+func (l *Link) Send(bufs [][]byte, dst netip.AddrPort) error {
+	if l.closed.Load() {
+		return rocev2.ErrLinkClosed
+	}
+	mac, err := l.neigh.lookup(dst.Addr())
+	if err != nil {
+		l.txDropped.Add(uint64(len(bufs)))
+		return err
+	}
+	l.smu.Lock()
+	defer l.smu.Unlock()
+	if l.closed.Load() {
+		return rocev2.ErrLinkClosed
+	}
+	dip := dst.Addr().Unmap().As4()
+	queued := 0
+	for i, b := range bufs {
+		if ethLen+28+len(b) > frameSize || len(b) < roce.ICRCLen {
+			l.txDropped.Add(1)
+			continue
+		}
+		if len(l.txFree) == 0 || l.tx.free() == 0 {
+			if !l.makeRoom() {
+				l.txDropped.Add(uint64(len(bufs) - i))
+				break // like a full socket buffer: the transport retransmits
+			}
+		}
+		addr := l.txFree[len(l.txFree)-1]
+		l.txFree = l.txFree[:len(l.txFree)-1]
+		f := l.umem[addr : addr+frameSize]
+		copy(f[0:6], mac[:])
+		copy(f[6:12], l.mac[:])
+		binary.BigEndian.PutUint16(f[12:], etherIPv4)
+		h := roce.AppendIPv4UDP(f[ethLen:ethLen], l.lip, dip, l.tos, l.ttl, 0, l.local.Port(), dst.Port(), len(b)-roce.ICRCLen)
+		n := ethLen + len(h) + copy(f[ethLen+len(h):], b)
+		d := l.tx.desc(l.tx.local)
+		d.Addr, d.Len, d.Options = addr, uint32(n), 0
+		l.tx.local++
+		queued++
+	}
+	if queued > 0 {
+		l.tx.publish()
+		l.kick()
+		l.reclaim()
+		l.txPackets.Add(uint64(queued))
+	}
+	return nil
+}
+
+// kick asks the kernel to transmit the TX ring (copy mode transmits in the
+// system call, a bounded number of frames per call).
+func (l *Link) kick() {
+	for range 64 {
+		_, _, e := unix.Syscall6(unix.SYS_SENDTO, uintptr(l.fd), 0, 0, unix.MSG_DONTWAIT, 0, 0)
+		if atomic.LoadUint32(l.tx.cons) == l.tx.local {
+			return
+		}
+		switch e {
+		case 0, unix.EAGAIN, unix.EBUSY, unix.ENOBUFS, unix.EINTR:
+		default:
+			return
+		}
+		if e != 0 {
+			runtime.Gosched()
+		}
+	}
+}
+
+// reclaim moves completed TX frames back to the free list.
+func (l *Link) reclaim() {
+	n := l.comp.ready()
+	for range n {
+		l.txFree = append(l.txFree, *l.comp.addr(l.comp.local)&^(frameSize-1))
+		l.comp.local++
+	}
+	if n > 0 {
+		l.comp.release()
+	}
+}
+
+// makeRoom publishes what is queued, kicks and reclaims until a TX frame
+// and a TX ring slot are free.
+func (l *Link) makeRoom() bool {
+	for range 1000 {
+		l.tx.publish()
+		l.kick()
+		l.reclaim()
+		if len(l.txFree) > 0 && l.tx.free() > 0 {
+			return true
+		}
+		runtime.Gosched()
+	}
+	return false
+}
