@@ -247,6 +247,7 @@ type daemonConn struct {
 	qp        *rnic.QP
 	transport string
 	peer      string
+	mulpdu    int           // iWARP: the MULPDU of the FPDUs this side sends
 	done      chan struct{} // closed when its goroutine has destroyed the QP
 }
 
@@ -477,12 +478,13 @@ func (d *daemon) acceptIWARP(ln *iwarp.Listener) {
 			continue
 		}
 		peer := r.RemoteAddr().String()
-		if _, err := r.Accept(qp, iwarp.ConnParam{PrivateData: d.advertisement(), IRD: clampDepth(r.ORD()), ORD: 1}); err != nil {
+		conn, err := r.Accept(qp, iwarp.ConnParam{PrivateData: d.advertisement(), IRD: clampDepth(r.ORD()), ORD: 1})
+		if err != nil {
 			d.logf("iwarp: accept %s: %v", peer, err)
 			_ = qp.Destroy()
 			continue
 		}
-		d.track(qp, "iwarp", peer)
+		d.track(&daemonConn{qp: qp, transport: "iwarp", peer: peer, mulpdu: conn.MULPDU()})
 	}
 }
 
@@ -505,14 +507,15 @@ func (d *daemon) acceptRoCE(ln *rocev2.Listener) {
 			_ = qp.Destroy()
 			continue
 		}
-		d.track(qp, "rocev2", peer)
+		d.track(&daemonConn{qp: qp, transport: "rocev2", peer: peer})
 	}
 }
 
 // track records a connected QP and watches it: when its connection ends (or the daemon
 // stops) the QP is destroyed and forgotten.
-func (d *daemon) track(qp *rnic.QP, transport, peer string) {
-	c := &daemonConn{qp: qp, transport: transport, peer: peer, done: make(chan struct{})}
+func (d *daemon) track(c *daemonConn) {
+	qp := c.qp
+	c.done = make(chan struct{})
 	d.mu.Lock()
 	if d.closed {
 		d.mu.Unlock()
@@ -522,7 +525,7 @@ func (d *daemon) track(qp *rnic.QP, transport, peer string) {
 	d.conns[qp.Num()] = c
 	d.wg.Add(1)
 	d.mu.Unlock()
-	d.logf("qp %d: %s connection from %s", qp.Num(), transport, peer)
+	d.logf("qp %d: %s connection from %s", qp.Num(), c.transport, c.peer)
 	go func() {
 		defer d.wg.Done()
 		defer close(c.done)
@@ -612,7 +615,8 @@ func (d *daemon) status() uapi.Status {
 		s.ListenIWARP = append(s.ListenIWARP, ln.Addr().String())
 	}
 	if d.roLn != nil {
-		s.ListenRoCEv2 = append(s.ListenRoCEv2, fmt.Sprintf("%v cm_port=%d", d.ep.LocalAddr(), d.roLn.Port()))
+		s.ListenRoCEv2 = append(s.ListenRoCEv2, d.ep.LocalAddr().String())
+		s.RoCEv2CMPort = d.roLn.Port()
 	}
 	conns := make([]*daemonConn, 0, len(d.conns))
 	for _, c := range d.conns {

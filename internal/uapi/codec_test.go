@@ -146,7 +146,7 @@ func TestTruncation(t *testing.T) {
 
 func TestStatusRoundTrip(t *testing.T) {
 	s := Status{Device: "softrnic0", ListenIWARP: []string{"127.0.0.1:4000", "[::1]:4000"},
-		ListenRoCEv2: []string{"127.0.0.1:4791"}, TargetAddr: 1 << 40, TargetRKey: 0x1234501, TargetLen: 1 << 20,
+		ListenRoCEv2: []string{"127.0.0.1:4791"}, RoCEv2CMPort: 7471, TargetAddr: 1 << 40, TargetRKey: 0x1234501, TargetLen: 1 << 20,
 		Counters: Counters{1, 2, 3, 4, 5, 6, 7, 8, 9},
 		QPs: []QPStatus{
 			{QPN: 1, Transport: "iwarp", State: "RTS", Peer: "127.0.0.1:5555", Counters: Counters{TxBytes: 10, NAKs: 1<<64 - 1}},
@@ -169,7 +169,7 @@ func TestStatusRoundTrip(t *testing.T) {
 	}
 	for _, bad := range [][]Pair{
 		{{"tx_bytes", "x"}}, {{"qp", "-1"}}, {{"qp", "4294967296"}}, {{"state", "RTS"}},
-		{{"device", "a"}, {"device", "b"}}, {{"qp", "1"}, {"device", "a"}}, {{"target_rkey", "4294967296"}},
+		{{"device", "a"}, {"device", "b"}}, {{"qp", "1"}, {"device", "a"}}, {{"target_rkey", "4294967296"}}, {{"rocev2_cm_port", "65536"}},
 	} {
 		if _, err := DecodeStatus(bad); err == nil {
 			t.Errorf("%v accepted", bad)

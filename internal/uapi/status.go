@@ -39,7 +39,8 @@ type QPStatus struct {
 // Status is the decoded answer to get=1.
 //
 // Its lines are, in order: the device keys ("device", then "listen_iwarp" and
-// "listen_rocev2" once per listener, "target_addr", "target_rkey", "target_len", then the
+// "listen_rocev2" once per listener (the RoCEv2 link's UDP address), "rocev2_cm_port" (the
+// RDMA-CM port of the RoCEv2 listener), "target_addr", "target_rkey", "target_len", then the
 // device counters), then for each QP a section that starts with "qp=N" and holds that QP's
 // "transport", "state", "peer" and counters. Unknown keys are ignored, so the daemon can add
 // some without breaking older readers.
@@ -47,6 +48,7 @@ type Status struct {
 	Device       string     `json:"device"`
 	ListenIWARP  []string   `json:"listen_iwarp"`
 	ListenRoCEv2 []string   `json:"listen_rocev2"`
+	RoCEv2CMPort uint16     `json:"rocev2_cm_port"`
 	TargetAddr   uint64     `json:"target_addr"`
 	TargetRKey   uint32     `json:"target_rkey"`
 	TargetLen    uint64     `json:"target_len"`
@@ -71,7 +73,8 @@ func (s *Status) Pairs() []Pair {
 	for _, a := range s.ListenRoCEv2 {
 		ps = append(ps, Pair{"listen_rocev2", Sanitize(a)})
 	}
-	ps = append(ps, Pair{"target_addr", strconv.FormatUint(s.TargetAddr, 10)},
+	ps = append(ps, Pair{"rocev2_cm_port", strconv.FormatUint(uint64(s.RoCEv2CMPort), 10)},
+		Pair{"target_addr", strconv.FormatUint(s.TargetAddr, 10)},
 		Pair{"target_rkey", strconv.FormatUint(uint64(s.TargetRKey), 10)},
 		Pair{"target_len", strconv.FormatUint(s.TargetLen, 10)})
 	ps = appendCounters(ps, &s.Counters)
@@ -88,7 +91,7 @@ func (s *Status) Pairs() []Pair {
 // DecodeStatus decodes the pairs of a get response. A number that does not parse, a
 // duplicate "device" or a QP key before the first "qp" line is ErrMalformed.
 func DecodeStatus(ps []Pair) (Status, error) {
-	var s Status
+	s := Status{QPs: []QPStatus{}}
 	var q *QPStatus
 	seenDev := false
 	num := func(v string, bits int) (uint64, error) {
@@ -128,7 +131,7 @@ func DecodeStatus(ps []Pair) (Status, error) {
 				q.State = p.Value
 			case "peer":
 				q.Peer = p.Value
-			case "device", "listen_iwarp", "listen_rocev2", "target_addr", "target_rkey", "target_len":
+			case "device", "listen_iwarp", "listen_rocev2", "rocev2_cm_port", "target_addr", "target_rkey", "target_len":
 				return Status{}, ErrMalformed
 			}
 			continue
@@ -154,6 +157,12 @@ func DecodeStatus(ps []Pair) (Status, error) {
 			} else {
 				s.TargetLen = n
 			}
+		case "rocev2_cm_port":
+			n, err := num(p.Value, 16)
+			if err != nil {
+				return Status{}, err
+			}
+			s.RoCEv2CMPort = uint16(n)
 		case "target_rkey":
 			n, err := num(p.Value, 32)
 			if err != nil {

@@ -1,0 +1,525 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/softrnic/softrnic/ddp"
+	"github.com/softrnic/softrnic/internal/uapi"
+	"github.com/softrnic/softrnic/rnic"
+	"github.com/softrnic/softrnic/rnic/iwarp"
+	"github.com/softrnic/softrnic/rnic/rocev2"
+)
+
+func TestParseDaemonArgs(t *testing.T) {
+	o, err := parseDaemonArgs([]string{"-iwarp", "127.0.0.1:1", "-iwarp", "[::1]:2", "-rocev2", "127.0.0.1", "-name", "x"}, &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.sock != "/run/softrnic/x.sock" || len(o.iwarp) != 2 || o.iwarp[1] != "[::1]:2" || o.targetMiB != daemonDefTargetMiB ||
+		o.cmPort != daemonDefCMPort || o.peerPort != -1 || o.foreground {
+		t.Fatalf("%+v", o)
+	}
+	if a, err := parseRoCEAddr("127.0.0.1"); err != nil || a.Port() != 4791 {
+		t.Fatal(a, err)
+	}
+	if a, err := parseRoCEAddr("[::1]:5000"); err != nil || a.Port() != 5000 {
+		t.Fatal(a, err)
+	}
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "softrnic.conf")
+	os.WriteFile(cfg, []byte("# comment\nname = conf0\niwarp=127.0.0.1:5\niwarp=127.0.0.1:6\ntarget-mib=3\nforeground=true\n"), 0o600)
+	o, err = parseDaemonArgs([]string{"-config", cfg, "-target-mib", "7"}, &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.name != "conf0" || o.sock != "/run/softrnic/conf0.sock" || len(o.iwarp) != 2 || o.targetMiB != 7 || !o.foreground {
+		t.Fatalf("config: %+v", o)
+	}
+	os.WriteFile(cfg, []byte("bogus=1\n"), 0o600)
+	for _, bad := range [][]string{
+		{}, {"-iwarp", "x:1", "stray"}, {"-iwarp", "x:1", "-target-mib", "4096"}, {"-iwarp", "x:1", "-rocev2-cm-port", "0"},
+		{"-iwarp", "x:1", "-perftest-verb", "atomic"}, {"-config", cfg, "-iwarp", "x:1"}, {"-config", filepath.Join(dir, "none")},
+	} {
+		if _, err := parseDaemonArgs(bad, &bytes.Buffer{}); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}
+
+// testSock returns a short socket path (sun_path holds 108 bytes; t.TempDir may be longer).
+func testSock(t *testing.T) string {
+	dir, err := os.MkdirTemp("", "srd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return filepath.Join(dir, "d.sock")
+}
+
+type testLog struct{ t *testing.T }
+
+func (w testLog) Write(b []byte) (int, error) {
+	w.t.Log(strings.TrimSpace(string(b)))
+	return len(b), nil
+}
+
+// client is one initiator QP of the test.
+type dClient struct {
+	dev      *rnic.Device
+	pd       *rnic.PD
+	cq       *rnic.CQ
+	qp       *rnic.QP
+	src, dst []byte
+	srcMR    *rnic.MR
+	dstMR    *rnic.MR
+	wc       [4]rnic.Completion
+}
+
+func newDClient(t *testing.T, n int, localAddr string) *dClient {
+	t.Helper()
+	c := &dClient{}
+	var err error
+	if c.dev, err = rnic.Open(rnic.Config{Name: "client", LocalAddr: localAddr}); err != nil {
+		t.Fatal(err)
+	}
+	c.pd, _ = c.dev.AllocPD()
+	c.cq, _ = c.dev.CreateCQ(64)
+	if c.qp, err = c.dev.CreateQP(c.pd, rnic.QPAttr{SendCQ: c.cq, RecvCQ: c.cq, SignalAll: true}); err != nil {
+		t.Fatal(err)
+	}
+	c.src, c.dst = make([]byte, n), make([]byte, n)
+	for i := range c.src {
+		c.src[i] = byte(i*7 + i>>8 + 1)
+	}
+	if c.srcMR, err = c.pd.RegMR(c.src, rnic.AccessLocalWrite); err != nil {
+		t.Fatal(err)
+	}
+	if c.dstMR, err = c.pd.RegMR(c.dst, rnic.AccessLocalWrite); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func (c *dClient) close() {
+	_ = c.qp.Destroy()
+	_ = c.dev.Close()
+}
+
+// op posts one RDMA WRITE or READ and waits for its completion.
+func (c *dClient) op(t *testing.T, op rnic.Opcode, off, n int, raddr uint64, rkey uint32) {
+	t.Helper()
+	sge := c.srcMR.SGE(off, n)
+	if op == rnic.OpRead {
+		sge = c.dstMR.SGE(off, n)
+	}
+	if err := c.qp.PostSend(&rnic.SendWR{WRID: uint64(off), Opcode: op, SGL: []rnic.SGE{sge}, RemoteAddr: raddr + uint64(off), RKey: rkey}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	k, err := c.cq.Wait(ctx, c.wc[:1])
+	if err != nil || k != 1 || c.wc[0].Status != rnic.StatusSuccess {
+		t.Fatalf("%v off %d n %d: %v %+v", op, off, n, err, c.wc[0])
+	}
+}
+
+// parseAdvert decodes the memory target's 16-byte advertisement.
+func parseAdvert(t *testing.T, pd []byte) (addr uint64, rkey, n uint32) {
+	t.Helper()
+	if len(pd) < targetInfoLen {
+		t.Fatalf("private data %d bytes", len(pd))
+	}
+	return binary.BigEndian.Uint64(pd), binary.BigEndian.Uint32(pd[8:]), binary.BigEndian.Uint32(pd[12:])
+}
+
+func ceilDiv(n, d int) int {
+	if n == 0 {
+		return 1 // a zero-length message is one segment
+	}
+	return (n + d - 1) / d
+}
+
+// awaitStatus polls the daemon until ok accepts its status (counters are updated by the
+// transport goroutines, a little after the peer's completion), failing after a generous
+// bound with the last status.
+func awaitStatus(t *testing.T, sock string, ok func(*uapi.Status) error) uapi.Status {
+	t.Helper()
+	var last error
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		s, err := uapi.GetStatus(ctx, sock)
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if last = ok(&s); last == nil {
+			return s
+		}
+	}
+	t.Fatal(last)
+	return uapi.Status{}
+}
+
+func findQP(s *uapi.Status, qpn uint32) *uapi.QPStatus {
+	for i := range s.QPs {
+		if s.QPs[i].QPN == qpn {
+			return &s.QPs[i]
+		}
+	}
+	return nil
+}
+
+func sameCounters(got, want uapi.Counters) error {
+	if got != want {
+		return fmt.Errorf("counters %+v, want %+v", got, want)
+	}
+	return nil
+}
+
+func sub(a, b uapi.Counters) uapi.Counters {
+	return uapi.Counters{TxBytes: a.TxBytes - b.TxBytes, RxBytes: a.RxBytes - b.RxBytes, TxSegments: a.TxSegments - b.TxSegments,
+		RxSegments: a.RxSegments - b.RxSegments, CRCErrors: a.CRCErrors - b.CRCErrors, TermSent: a.TermSent - b.TermSent,
+		TermRecv: a.TermRecv - b.TermRecv, Retransmits: a.Retransmits - b.Retransmits, NAKs: a.NAKs - b.NAKs}
+}
+
+// statOutput runs the stat command's printer on the daemon and returns the row of qpn.
+func statRow(t *testing.T, sock string, qpn string) []string {
+	t.Helper()
+	var b bytes.Buffer
+	if err := statLoop(context.Background(), statOpts{sock: sock}, &b); err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(b.String(), "\n") {
+		if f := strings.Fields(line); len(f) > 0 && f[0] == qpn {
+			return f
+		}
+	}
+	t.Fatalf("no row %s in\n%s", qpn, b.String())
+	return nil
+}
+
+// TestDaemonEndToEnd runs the daemon in-process on loopback, drives its memory target with
+// RDMA WRITE and READ over iWARP and RoCEv2, checks the data, and checks that the counters
+// the control socket reports are the ones the operations imply.
+func TestDaemonEndToEnd(t *testing.T) {
+	goroutines := runtime.NumGoroutine()
+	sock := testSock(t)
+	o, err := parseDaemonArgs([]string{"-foreground", "-sock", sock, "-iwarp", "127.0.0.1:0", "-rocev2", "127.0.0.1:0",
+		"-rocev2-cm-port", "7999", "-target-mib", "1", "-name", "e2e0"}, &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.logOut = testLog{t}
+	d, err := startDaemon(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := false
+	defer func() {
+		if !closed {
+			d.Close()
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	st, err := uapi.GetStatus(ctx, sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Device != "e2e0" || len(st.ListenIWARP) != 1 || len(st.ListenRoCEv2) != 1 || st.RoCEv2CMPort != 7999 ||
+		st.TargetLen != 1<<20 || len(st.QPs) != 0 {
+		t.Fatalf("initial status %+v", st)
+	}
+	const n = 300000 // more than one 64 KiB FPDU and many RoCE packets
+	// Operations: (offset, length) in the client buffers and the target.
+	writes := [][2]int{{0, n}, {n - 5, 5}, {1000, 0}}
+	reads := [][2]int{{0, n}, {17, 4096}}
+
+	t.Run("iwarp", func(t *testing.T) {
+		c := newDClient(t, n, "")
+		defer c.close()
+		conn, err := iwarp.Dial(ctx, c.qp, st.ListenIWARP[0], nil, iwarp.ConnParam{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr, rkey, tlen := parseAdvert(t, conn.PeerPrivateData())
+		if addr != st.TargetAddr || rkey != st.TargetRKey || uint64(tlen) != st.TargetLen {
+			t.Fatalf("advertisement %x %x %d, status %+v", addr, rkey, tlen, st)
+		}
+		base := awaitStatus(t, sock, func(s *uapi.Status) error {
+			if len(s.QPs) != 1 || s.QPs[0].State != rnic.QPRTS.String() || s.QPs[0].Transport != "iwarp" ||
+				s.QPs[0].Peer != conn.LocalAddr().String() {
+				return fmt.Errorf("QPs %+v", s.QPs)
+			}
+			return nil
+		})
+		for _, w := range writes {
+			c.op(t, rnic.OpWrite, w[0], w[1], addr, rkey)
+		}
+		for _, r := range reads {
+			c.op(t, rnic.OpRead, r[0], r[1], addr, rkey)
+		}
+		// The data: what was written is what is read back.
+		for _, r := range reads {
+			if !bytes.Equal(c.dst[r[0]:r[0]+r[1]], c.src[r[0]:r[0]+r[1]]) {
+				t.Fatalf("read %v: data differs", r)
+			}
+		}
+		// The counters the operations imply: every WRITE is ceil(len/per) tagged FPDUs of
+		// the client's MULPDU, every READ one Read Request and ceil(len/per) Read Response
+		// FPDUs of the daemon's.
+		d.mu.Lock()
+		dc := d.conns[base.QPs[0].QPN]
+		d.mu.Unlock()
+		cliPer, srvPer := conn.MULPDU()-ddp.TaggedLen, dc.mulpdu-ddp.TaggedLen
+		var want uapi.Counters
+		for _, w := range writes {
+			want.RxBytes += uint64(w[1])
+			want.RxSegments += uint64(ceilDiv(w[1], cliPer))
+		}
+		for _, r := range reads {
+			want.RxSegments++
+			want.TxBytes += uint64(r[1])
+			want.TxSegments += uint64(ceilDiv(r[1], srvPer))
+		}
+		// Peer-to-peer RTR: a Write RTR is not counted; a Read RTR is answered with one
+		// zero-length Read Response.
+		if rtr := conn.Params().RTR; conn.Params().P2P && rtr&1 == 0 && rtr != 0 {
+			t.Logf("RTR %v", rtr)
+		}
+		s := awaitStatus(t, sock, func(s *uapi.Status) error {
+			q := findQP(s, base.QPs[0].QPN)
+			if q == nil {
+				return errors.New("QP gone")
+			}
+			if err := sameCounters(q.Counters, want); err != nil {
+				return fmt.Errorf("QP %w (client %+v)", err, c.qp.Counters().Snapshot())
+			}
+			// The device counts exactly its one QP's traffic.
+			return sameCounters(s.Counters, want)
+		})
+		cs := c.qp.Counters().Snapshot()
+		if cs.TxBytes != want.RxBytes || cs.RxBytes != want.TxBytes {
+			t.Fatalf("client counters %+v, daemon %+v", cs, want)
+		}
+		// The stat table prints the same numbers.
+		row := statRow(t, sock, strconv.Itoa(int(s.QPs[0].QPN)))
+		if row[1] != "iwarp" || row[2] != "RTS" || row[4] != fmt.Sprint(want.TxBytes) || row[5] != fmt.Sprint(want.RxBytes) ||
+			row[6] != fmt.Sprint(want.TxSegments) || row[7] != fmt.Sprint(want.RxSegments) {
+			t.Fatalf("stat row %q, want %+v", row, want)
+		}
+		// JSON output decodes to the same status.
+		var b bytes.Buffer
+		if err := statLoop(ctx, statOpts{sock: sock, json: true}, &b); err != nil {
+			t.Fatal(err)
+		}
+		var js uapi.Status
+		if err := json.Unmarshal(b.Bytes(), &js); err != nil || len(js.QPs) != 1 || js.QPs[0].Counters != want {
+			t.Fatalf("json %s: %v", b.Bytes(), err)
+		}
+		// close_qp disconnects the daemon's QP; the client sees its connection end.
+		qpn := s.QPs[0].QPN
+		if _, err := uapi.Do(ctx, sock, uapi.Request{Op: uapi.OpSet, Pairs: []uapi.Pair{{Key: "close_qp", Value: fmt.Sprint(qpn)}}}); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-c.qp.Done():
+		case <-ctx.Done():
+			t.Fatal("client QP still connected after close_qp")
+		}
+		awaitStatus(t, sock, func(s *uapi.Status) error {
+			if len(s.QPs) != 0 {
+				return fmt.Errorf("QPs after close_qp: %+v", s.QPs)
+			}
+			return sameCounters(s.Counters, want) // device counters outlive the QP
+		})
+		var e *uapi.Error
+		if _, err := uapi.Do(ctx, sock, uapi.Request{Op: uapi.OpSet, Pairs: []uapi.Pair{{Key: "close_qp", Value: fmt.Sprint(qpn)}}}); !errors.As(err, &e) || e.Errno != uapi.ENOENT {
+			t.Fatalf("close_qp of a closed QP: %v", err)
+		}
+	})
+
+	var live *dClient
+	defer func() {
+		if live != nil {
+			live.close()
+		}
+	}()
+	t.Run("listen_iwarp", func(t *testing.T) {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := l.Addr().String()
+		var e *uapi.Error
+		if _, err := uapi.Do(ctx, sock, uapi.Request{Op: uapi.OpSet, Pairs: []uapi.Pair{{Key: "listen_iwarp", Value: addr}}}); !errors.As(err, &e) || e.Errno != uapi.EADDRINUSE {
+			t.Fatalf("listen on a used port: %v", err)
+		}
+		l.Close()
+		if _, err := uapi.Do(ctx, sock, uapi.Request{Op: uapi.OpSet, Pairs: []uapi.Pair{{Key: "listen_iwarp", Value: addr}}}); err != nil {
+			t.Fatal(err)
+		}
+		for _, bad := range []uapi.Pair{{Key: "listen_iwarp", Value: "nope"}, {Key: "close_qp", Value: "x"}, {Key: "frob", Value: "1"}} {
+			if _, err := uapi.Do(ctx, sock, uapi.Request{Op: uapi.OpSet, Pairs: []uapi.Pair{bad}}); !errors.As(err, &e) || e.Errno == 0 {
+				t.Fatalf("%v: %v", bad, err)
+			}
+		}
+		s, _ := uapi.GetStatus(ctx, sock)
+		if len(s.ListenIWARP) != 2 || s.ListenIWARP[1] != addr {
+			t.Fatalf("listeners %v", s.ListenIWARP)
+		}
+		c := newDClient(t, 64, "")
+		live = c
+		conn, err := iwarp.Dial(ctx, c.qp, addr, nil, iwarp.ConnParam{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, k, _ := parseAdvert(t, conn.PeerPrivateData())
+		c.op(t, rnic.OpWrite, 0, 64, a, k)
+		c.op(t, rnic.OpRead, 0, 64, a, k)
+		if !bytes.Equal(c.dst, c.src) {
+			t.Fatal("data")
+		}
+		// This QP stays connected: the daemon's shutdown must disconnect it.
+	})
+
+	t.Run("rocev2", func(t *testing.T) {
+		before, err := uapi.GetStatus(ctx, sock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := newDClient(t, n, "127.0.0.1")
+		defer c.close()
+		link, err := rocev2.ListenUDP(netip.MustParseAddrPort("127.0.0.1:0"), nil)
+		if err != nil {
+			t.Skip("no UDP socket:", err)
+		}
+		ep := rocev2.NewEndpoint(c.dev, link, nil)
+		defer ep.Close()
+		peer := netip.MustParseAddrPort(before.ListenRoCEv2[0])
+		conn, err := rocev2.DialAddr(ctx, ep, c.qp, peer, before.RoCEv2CMPort, nil, rocev2.ConnParam{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr, rkey, tlen := parseAdvert(t, conn.PrivateData())
+		if addr != before.TargetAddr || rkey != before.TargetRKey || uint64(tlen) != before.TargetLen {
+			t.Fatalf("advertisement %x %x %d, status %+v", addr, rkey, tlen, before)
+		}
+		for _, w := range writes {
+			c.op(t, rnic.OpWrite, w[0], w[1], addr, rkey)
+		}
+		for _, r := range reads {
+			c.op(t, rnic.OpRead, r[0], r[1], addr, rkey)
+		}
+		for _, r := range reads {
+			if !bytes.Equal(c.dst[r[0]:r[0]+r[1]], c.src[r[0]:r[0]+r[1]]) {
+				t.Fatalf("read %v: data differs", r)
+			}
+		}
+		mtu := rocev2.DefaultConfig().MTU.Bytes() // both ends use the default path MTU
+		var minTx, wantRxSegs uint64
+		for _, w := range writes {
+			wantRxSegs += uint64(ceilDiv(w[1], mtu))
+		}
+		for _, r := range reads {
+			wantRxSegs++
+			minTx += uint64(ceilDiv(r[1], mtu))
+		}
+		var wantBytes uapi.Counters
+		for _, w := range writes {
+			wantBytes.RxBytes += uint64(w[1])
+		}
+		for _, r := range reads {
+			wantBytes.TxBytes += uint64(r[1])
+		}
+		s := awaitStatus(t, sock, func(s *uapi.Status) error {
+			var q *uapi.QPStatus
+			for i := range s.QPs {
+				if s.QPs[i].Transport == "rocev2" {
+					q = &s.QPs[i]
+				}
+			}
+			if q == nil {
+				return errors.New("no rocev2 QP")
+			}
+			cs := c.qp.Counters().Snapshot()
+			if q.Counters.TxBytes != wantBytes.TxBytes || q.Counters.RxBytes != wantBytes.RxBytes {
+				return fmt.Errorf("bytes %+v, want %+v", q.Counters, wantBytes)
+			}
+			// Every request packet is counted once by the client and received once by the
+			// daemon, plus whatever was retransmitted.
+			if q.Counters.RxSegments != wantRxSegs+cs.Retransmits || cs.TxSegments != q.Counters.RxSegments {
+				return fmt.Errorf("rx segments %d, want %d (+%d retransmits), client sent %d",
+					q.Counters.RxSegments, wantRxSegs, cs.Retransmits, cs.TxSegments)
+			}
+			// The daemon sends the READ response packets and ACKs (only those queued behind
+			// READ responses are counted as transmitted); the client receives all of them.
+			if q.Counters.TxSegments < minTx || q.Counters.TxSegments > cs.RxSegments {
+				return fmt.Errorf("tx segments %d, want %d..%d", q.Counters.TxSegments, minTx, cs.RxSegments)
+			}
+			// The peer is the RDMA-CM address of the REQ's cma_hdr: the client's IP and its
+			// CM source port (not its UDP link port).
+			if ap, err := netip.ParseAddrPort(q.Peer); err != nil || ap.Addr() != link.LocalAddr().Addr() || q.State != "RTS" {
+				return fmt.Errorf("QP %+v", q)
+			}
+			// The device's counters grew by exactly the RoCE QP's.
+			if d := sub(s.Counters, before.Counters); d != q.Counters {
+				return fmt.Errorf("device grew by %+v, QP has %+v", d, q.Counters)
+			}
+			return nil
+		})
+		t.Logf("rocev2 daemon QP counters %+v", s.QPs)
+	})
+
+	// Shutdown: every QP is disconnected, the socket goes away, no goroutine is left.
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
+	}
+	closed = true
+	if live != nil {
+		select {
+		case <-live.qp.Done():
+		case <-ctx.Done():
+			t.Fatal("shutdown did not disconnect the live QP")
+		}
+		if err := live.qp.Err(); err != nil {
+			t.Logf("live QP ended with %v", err)
+		}
+		live.close()
+		live = nil
+	}
+	if _, err := os.Lstat(sock); !os.IsNotExist(err) {
+		t.Fatalf("socket left: %v", err)
+	}
+	if _, err := uapi.GetStatus(ctx, sock); err == nil {
+		t.Fatal("closed daemon answered")
+	}
+	checkGoroutines(t, goroutines)
+}
+
+// checkGoroutines waits for the goroutine count to drop back to base.
+func checkGoroutines(t *testing.T, base int) {
+	t.Helper()
+	var n int
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if n = runtime.NumGoroutine(); n <= base {
+			return
+		}
+	}
+	buf := make([]byte, 1<<20)
+	t.Fatalf("%d goroutines, %d before:\n%s", n, base, buf[:runtime.Stack(buf, true)])
+}
