@@ -179,14 +179,16 @@ func runDaemon(args []string) int {
 	if !o.foreground && os.Getenv(daemonForegroundEnv) == "" {
 		return detachDaemon(o)
 	}
+	// Catch the signals before the socket exists, so a stop request that follows its
+	// appearance is never lost.
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sig)
 	d, err := startDaemon(o)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "daemon:", err)
 		return 1
 	}
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
-	defer signal.Stop(sig)
 	d.logf("%s up: control socket %s", o.name, o.sock)
 	s := <-sig
 	d.logf("%v: shutting down", s)
