@@ -118,41 +118,70 @@ type FramingOptions struct {
 // (2+65535+3+4)/508+2 Markers.
 const maxMarkersPerFPDU = (LengthLen+MaxULPDU+3+CRCLen)/(MarkerInterval-MarkerLen) + 2
 
+// Writer batch capacities: iovec entries (Linux IOV_MAX is 1024) and octets of
+// framing (length fields, DDP headers, pads, Markers, CRCs) held between
+// flushes. An FPDU that does not fit flushes the batch first.
+const (
+	writerIOV   = 384 // a 64 KiB FPDU with Markers needs about 270
+	writerArena = 8 << 10
+)
+
 // Writer frames ULPDUs into FPDUs on an io.Writer (RFC 5044 §4): length,
 // ULPDU, pad, CRC32c and, when enabled, Markers every 512 octets of the
-// stream. Each FPDU is written with a single net.Buffers WriteTo (writev on
-// a *net.TCPConn) straight from the caller's slices: no copy of the payload
-// and no allocation. A Writer is not safe for concurrent use.
+// stream. FPDUs are gathered into a batch of slices (the framing octets in
+// the Writer's own arena, the payload as the caller's slices, not copied)
+// and written with a single net.Buffers WriteTo (writev on a *net.TCPConn):
+// WriteFPDU writes one FPDU at once; QueueFPDU adds one to the batch and
+// Flush writes the batch, so many FPDUs cost one system call. It does not
+// allocate. A Writer is not safe for concurrent use.
 type Writer struct {
 	w         io.Writer
 	opt       FramingOptions
 	pos       uint32 // stream position of the next octet, relative to SeqStart
 	fpduStart uint32
 	crc       uint32
-	nmark     int
-	store     [][]byte
+	store     [][]byte // the batch's iovecs
 	vec       net.Buffers
-	fixed     [8]byte // length field, pad
-	crcField  [CRCLen]byte
-	marks     [maxMarkersPerFPDU * MarkerLen]byte
+	arena     []byte
+	used      int // octets of arena in the batch
+	bytes     int // octets in the batch
 }
 
 // NewWriter returns a Writer framing onto w with opt.
 func NewWriter(w io.Writer, opt FramingOptions) *Writer {
-	fw := &Writer{store: make([][]byte, 0, 16)}
+	fw := &Writer{store: make([][]byte, 0, writerIOV), arena: make([]byte, writerArena)}
 	fw.Reset(w, opt)
 	return fw
 }
 
-// Reset makes fw frame onto w with opt, keeping its buffers.
+// Reset makes fw frame onto w with opt, dropping any queued FPDUs but
+// keeping its buffers.
 func (fw *Writer) Reset(w io.Writer, opt FramingOptions) {
 	fw.w, fw.opt = w, opt
 	fw.pos = opt.StreamOffset &^ 3
+	fw.drop(0, 0, 0)
 }
 
-// StreamOffset returns the number of octets framed so far, counted as in
-// FramingOptions.StreamOffset.
+// StreamOffset returns the number of octets framed so far (queued ones
+// included), counted as in FramingOptions.StreamOffset.
 func (fw *Writer) StreamOffset() uint32 { return fw.pos }
+
+// Buffered returns the number of octets queued and not yet written.
+func (fw *Writer) Buffered() int { return fw.bytes }
+
+// drop truncates the batch to n iovecs, used arena octets and bytes.
+func (fw *Writer) drop(n, used, bytes int) {
+	clear(fw.store[n:len(fw.store)]) // drop references to the caller's memory
+	fw.store = fw.store[:n]
+	fw.used, fw.bytes = used, bytes
+}
+
+// take returns n octets of the arena.
+func (fw *Writer) take(n int) []byte {
+	b := fw.arena[fw.used : fw.used+n : fw.used+n]
+	fw.used += n
+	return b
+}
 
 func (fw *Writer) piece(b []byte) {
 	if len(b) == 0 {
@@ -163,15 +192,15 @@ func (fw *Writer) piece(b []byte) {
 		fw.crc = crc32.Update(fw.crc, castagnoli, b)
 	}
 	fw.pos += uint32(len(b))
+	fw.bytes += len(b)
 }
 
 // marker adds a Marker with FPDUPTR ptr at the current position.
 func (fw *Writer) marker(ptr uint32) bool {
-	if ptr > 0xFFFF || fw.nmark >= maxMarkersPerFPDU {
+	if ptr > 0xFFFF {
 		return false
 	}
-	m := fw.marks[fw.nmark*MarkerLen : (fw.nmark+1)*MarkerLen : (fw.nmark+1)*MarkerLen]
-	fw.nmark++
+	m := fw.take(MarkerLen)
 	binary.BigEndian.PutUint32(m, ptr)
 	fw.piece(m)
 	return true
@@ -200,10 +229,23 @@ func (fw *Writer) data(b []byte) bool {
 }
 
 // WriteFPDU writes one FPDU whose ULPDU is hdr followed by the payload
-// pieces (RFC 5044 §4.1, §4.3, §4.4). It fails with ErrULPDUTooLong,
-// writing nothing, if the ULPDU exceeds 65535 octets or (with Markers) a
-// Marker pointer would not fit 16 bits. Write errors are returned as is.
+// pieces (RFC 5044 §4.1, §4.3, §4.4), after any queued ones, with one
+// vectored write. It fails with ErrULPDUTooLong, writing nothing, if the
+// ULPDU exceeds 65535 octets or (with Markers) a Marker pointer would not fit
+// 16 bits. Write errors are returned as is.
 func (fw *Writer) WriteFPDU(hdr []byte, payload [][]byte) error {
+	if err := fw.QueueFPDU(hdr, payload); err != nil {
+		return err
+	}
+	return fw.Flush()
+}
+
+// QueueFPDU frames one FPDU as WriteFPDU does but adds it to the batch; the
+// payload slices must stay unchanged until the batch is written (hdr is
+// copied). When the batch has no room for it, the batch is written first
+// (a write error is returned and the FPDU is not queued). Errors as
+// WriteFPDU; ErrULPDUTooLong leaves the batch as it was.
+func (fw *Writer) QueueFPDU(hdr []byte, payload [][]byte) error {
 	n := len(hdr)
 	for _, p := range payload {
 		n += len(p)
@@ -211,35 +253,69 @@ func (fw *Writer) WriteFPDU(hdr []byte, payload [][]byte) error {
 	if n > MaxULPDU {
 		return ErrULPDUTooLong
 	}
-	pos0 := fw.pos
-	fw.store = fw.store[:0]
-	fw.crc, fw.nmark = 0, 0
+	// Worst case: length and header, pad, CRC and Markers in the arena; the
+	// header, each payload piece, pad and CRC, and two more per Marker (one
+	// for it, one for the piece it splits) in the iovecs.
+	arena, iov := LengthLen+len(hdr)+3+CRCLen, len(payload)+3
+	if fw.opt.Markers {
+		mk := (LengthLen+n+3+CRCLen)/(MarkerInterval-MarkerLen) + 2
+		arena += mk * MarkerLen
+		iov += 2 * mk
+	}
+	if fw.used+arena > len(fw.arena) || len(fw.store)+iov > cap(fw.store) {
+		if err := fw.Flush(); err != nil {
+			return err
+		}
+		if iov > cap(fw.store) { // a payload of very many pieces (not on a hot path)
+			fw.store = make([][]byte, 0, iov)
+		}
+		if arena > len(fw.arena) {
+			fw.arena = make([]byte, arena)
+		}
+	}
+	pos0, n0, used0, bytes0 := fw.pos, len(fw.store), fw.used, fw.bytes
+	fw.crc = 0
 	// A Marker falling between FPDUs belongs to this one and is 0 (§4.3).
 	if fw.opt.Markers && fw.pos%MarkerInterval == 0 {
 		fw.marker(0)
 	}
 	fw.fpduStart = fw.pos
-	binary.BigEndian.PutUint16(fw.fixed[:2], uint16(n))
-	fw.fixed[2], fw.fixed[3], fw.fixed[4] = 0, 0, 0
-	ok := fw.data(fw.fixed[:2]) && fw.data(hdr)
+	h := fw.take(LengthLen + len(hdr))
+	binary.BigEndian.PutUint16(h, uint16(n))
+	copy(h[LengthLen:], hdr)
+	ok := fw.data(h)
 	for _, p := range payload {
 		ok = ok && fw.data(p)
 	}
-	ok = ok && fw.data(fw.fixed[2:2+PadLen(n)])
+	pad := fw.take(PadLen(n))
+	clear(pad)
+	ok = ok && fw.data(pad)
 	// A Marker right after the pad is inside this FPDU and CRC'd (§4.4).
 	if ok && fw.opt.Markers && fw.pos%MarkerInterval == 0 {
 		ok = fw.marker(fw.pos - fw.fpduStart)
 	}
 	if !ok {
 		fw.pos = pos0
-		clear(fw.store)
+		fw.drop(n0, used0, bytes0)
 		return ErrULPDUTooLong
 	}
-	PutCRC(fw.crcField[:], fw.crc)
-	fw.store = append(fw.store, fw.crcField[:])
+	c := fw.take(CRCLen)
+	PutCRC(c, fw.crc)
+	fw.store = append(fw.store, c)
 	fw.pos += CRCLen
+	fw.bytes += CRCLen
+	return nil
+}
+
+// Flush writes the queued FPDUs with one vectored write and empties the
+// batch (also on error: the stream is then broken anyway).
+func (fw *Writer) Flush() error {
+	if len(fw.store) == 0 {
+		return nil
+	}
 	fw.vec = fw.store
 	_, err := fw.vec.WriteTo(fw.w)
-	clear(fw.store) // drop references to the caller's memory
+	fw.vec = nil
+	fw.drop(0, 0, 0)
 	return err
 }

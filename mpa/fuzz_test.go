@@ -25,6 +25,27 @@ func (c *chunkReader) Read(p []byte) (int, error) {
 	return k, nil
 }
 
+// vecChunkReader is a chunkReader that is also a VectoredReader: each
+// ReadVectored call returns up to 16n octets spread over bufs in order.
+type vecChunkReader struct {
+	chunkReader
+	calls int
+}
+
+func (c *vecChunkReader) ReadVectored(bufs [][]byte) (int, error) {
+	c.calls++
+	if len(c.b) == 0 {
+		return 0, io.EOF
+	}
+	t := 0
+	for _, p := range bufs {
+		k := min(len(p), 16*c.n-t, len(c.b))
+		copy(p, c.b[:k])
+		c.b, t = c.b[k:], t+k
+	}
+	return t, nil
+}
+
 func fuzzOpts(flags byte, off uint16) FramingOptions {
 	opt := FramingOptions{CRC: flags&1 != 0, Markers: flags&2 != 0, StreamOffset: uint32(off) &^ 3}
 	if flags&4 != 0 {
@@ -35,8 +56,13 @@ func fuzzOpts(flags byte, off uint16) FramingOptions {
 
 // deframeAll reads every FPDU of wire and returns the ULPDUs, the number of
 // wire octets they occupied and the final error.
-func deframeAll(wire []byte, opt FramingOptions, chunk int) ([][]byte, int, error) {
-	r := NewReader(&chunkReader{b: wire, n: chunk}, opt)
+// With vec the input is a VectoredReader.
+func deframeAll(wire []byte, opt FramingOptions, chunk int, vec bool) ([][]byte, int, error) {
+	var in io.Reader = &chunkReader{b: wire, n: chunk}
+	if vec {
+		in = &vecChunkReader{chunkReader: chunkReader{b: wire, n: chunk}}
+	}
+	r := NewReader(in, opt)
 	var us [][]byte
 	used := 0
 	for {
@@ -57,9 +83,10 @@ func deframeAll(wire []byte, opt FramingOptions, chunk int) ([][]byte, int, erro
 }
 
 // FuzzReader deframes arbitrary streams (with or without CRC and Markers, at
-// any stream offset, with any read chunking), then re-frames what it
-// delivered: the result must deframe to the same ULPDUs, and with CRC on it
-// must equal the consumed input octet for octet.
+// any stream offset, with any read chunking, from a plain or (flags&8) a
+// vectored reader), then re-frames what it delivered (one write per FPDU, or
+// with flags&8 queued into batches): the result must deframe to the same
+// ULPDUs, and with CRC on it must equal the consumed input octet for octet.
 func FuzzReader(f *testing.F) {
 	f.Add(figure5, byte(3), uint16(0), uint8(255))
 	f.Add(figure6, byte(3), uint16(0x1ec), uint8(7))
@@ -77,10 +104,12 @@ func FuzzReader(f *testing.F) {
 		}
 		f.Add(wire, flags, uint16(opt.StreamOffset), uint8(rng.Intn(256)))
 		f.Add(wire, flags|4, uint16(opt.StreamOffset), uint8(3))
+		f.Add(wire, flags|4|8, uint16(opt.StreamOffset), uint8(rng.Intn(256)))
 	}
 	f.Fuzz(func(t *testing.T, wire []byte, flags byte, off uint16, chunk uint8) {
 		opt := fuzzOpts(flags, off)
-		us, used, err := deframeAll(wire, opt, int(chunk)+1)
+		vec := flags&8 != 0
+		us, used, err := deframeAll(wire, opt, int(chunk)+1, vec)
 		var me *Error
 		if err != io.EOF && err != io.ErrUnexpectedEOF && !errors.As(err, &me) {
 			t.Fatalf("unexpected error %v", err)
@@ -94,11 +123,20 @@ func FuzzReader(f *testing.F) {
 		var out bytes.Buffer
 		w := NewWriter(&out, opt)
 		for _, u := range us {
-			if err := w.WriteFPDU(u[:len(u)/3], [][]byte{u[len(u)/3:]}); err != nil {
+			var err error
+			if vec {
+				err = w.QueueFPDU(u[:len(u)/3], [][]byte{u[len(u)/3:]})
+			} else {
+				err = w.WriteFPDU(u[:len(u)/3], [][]byte{u[len(u)/3:]})
+			}
+			if err != nil {
 				t.Fatalf("reframe: %v", err)
 			}
 		}
-		us2, used2, err := deframeAll(out.Bytes(), opt, 1<<20)
+		if err := w.Flush(); err != nil || w.Buffered() != 0 {
+			t.Fatalf("flush: %v, %d octets left", err, w.Buffered())
+		}
+		us2, used2, err := deframeAll(out.Bytes(), opt, 1<<20, !vec)
 		if err != io.EOF || used2 != out.Len() || len(us2) != len(us) {
 			t.Fatalf("re-deframe: %v, %d of %d octets, %d/%d ULPDUs", err, used2, out.Len(), len(us2), len(us))
 		}

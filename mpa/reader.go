@@ -12,6 +12,15 @@ const (
 	directRead        = 512
 )
 
+// VectoredReader is an optional interface of the io.Reader given to a Reader:
+// ReadVectored reads into bufs in order with one call (readv(2) on a socket),
+// returning the total count; like Read it returns n > 0 or an error. A
+// transport implements it over its connection (e.g. syscall.RawConn); mpa
+// itself does no I/O of its own.
+type VectoredReader interface {
+	ReadVectored(bufs [][]byte) (int, error)
+}
+
 // Reader deframes FPDUs from an io.Reader (RFC 5044 §4, §6) without an
 // intermediate copy of the payload: Next starts an FPDU and returns its
 // ULPDU length; Read, ReadFull and Discard consume the ULPDU (Markers are
@@ -19,7 +28,10 @@ const (
 // CRC and verifies them. Small reads are served from an internal buffer;
 // a read of at least 512 bytes into an empty buffer goes directly from the
 // underlying reader into the caller's slice, so the payload is copied once,
-// kernel to destination. With Markers the ULPDU is interrupted every 508
+// kernel to destination. If the io.Reader is also a VectoredReader, such a
+// direct read also refills the internal buffer in the same call (with what
+// follows: the pad, CRC and next FPDU's header), so an FPDU costs one system
+// call. With Markers the ULPDU is interrupted every 508
 // octets, so those spans are read through the buffer (one extra copy)
 // rather than with one read(2) per span. Placed data must be treated as
 // tentative until End returns nil (RFC 5044 §6).
@@ -32,6 +44,8 @@ const (
 // CodeTCPClosed). A Reader is not safe for concurrent use.
 type Reader struct {
 	r         io.Reader
+	vr        VectoredReader // r, if it implements it
+	vec       [2][]byte
 	crcOn     bool
 	markers   bool
 	buf       []byte
@@ -70,8 +84,10 @@ func (fr *Reader) Reset(r io.Reader, opt FramingOptions) {
 	if len(buf) != size {
 		buf = make([]byte, size)
 	}
+	vr, _ := r.(VectoredReader)
 	*fr = Reader{
 		r:       r,
+		vr:      vr,
 		crcOn:   opt.CRC,
 		markers: opt.Markers,
 		buf:     buf,
@@ -104,7 +120,7 @@ func (fr *Reader) fail(err error) error {
 func (fr *Reader) raw(p []byte, n int) (int, error) {
 	if fr.rp == fr.wp {
 		if p != nil && n >= fr.direct {
-			m, err := fr.r.Read(p[:n])
+			m, err := fr.readDirect(p[:n])
 			if m > 0 {
 				if fr.crcOn {
 					fr.crc = crc32.Update(fr.crc, castagnoli, p[:m])
@@ -141,6 +157,22 @@ func (fr *Reader) raw(p []byte, n int) (int, error) {
 	fr.rp += m
 	fr.pos += uint32(m)
 	return m, nil
+}
+
+// readDirect reads into p, which the buffer (empty) cannot serve; with a
+// VectoredReader the octets after p land in the buffer in the same call.
+func (fr *Reader) readDirect(p []byte) (int, error) {
+	if fr.vr == nil {
+		return fr.r.Read(p)
+	}
+	fr.vec[0], fr.vec[1] = p, fr.buf
+	m, err := fr.vr.ReadVectored(fr.vec[:])
+	fr.vec[0], fr.vec[1] = nil, nil // keep no reference to the caller's memory
+	if m > len(p) {
+		fr.rp, fr.wp = 0, min(m, len(p)+len(fr.buf))-len(p)
+		m = len(p)
+	}
+	return m, err
 }
 
 // rawFull reads exactly len(p) octets, CRC'd when crc is set.

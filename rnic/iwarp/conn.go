@@ -28,8 +28,8 @@ type Conn struct {
 	ird, ord  int
 	ext       bool
 
-	rd frameReader
-	wr *mpa.Writer
+	rd *mpa.Reader // FPDUs in (RFC 5044 §4): readv straight into registered memory
+	wr *mpa.Writer // FPDUs out, batched into vectored writes
 
 	kick     chan struct{}
 	quit     chan struct{}
@@ -55,8 +55,8 @@ type Conn struct {
 	txMu     sync.Mutex
 	ready    atomic.Bool // gate passed and RTR sent: the fast path may run
 	txDone   bool
-	lastFast int64 // time of the last fast-path attempt (UnixNano)
-	tx       txBatch
+	lastFast int64           // time of the last fast-path attempt (UnixNano)
+	sent     []*rnic.SendWQE // written into the batch: complete after the flush
 	txMSN    [4]uint32
 	hdr      [96]byte
 	pieces   [][]byte
@@ -153,14 +153,12 @@ func newConn(qp *rnic.QP, nc net.Conn, cfg Config, p mpa.Params, initiator bool,
 		}
 	}
 	c.mulpdu = max(min(c.mulpdu, mpa.MaxULPDU), mpa.MinMULPDU)
-	if p.RxMarkers {
-		c.rd = mpa.NewReader(nc, p.RxFraming())
-	} else {
-		c.rd = newFPDUReader(nc, p.CRC)
-	}
+	rx := p.RxFraming()
+	rx.ReadBuffer = rxReadBuffer
+	c.rd = mpa.NewReader(rxStream(nc), rx)
 	c.wr = mpa.NewWriter(nc, p.TxFraming())
 	c.pieces = make([][]byte, 0, 32)
-	c.tx = newTxBatch(p.CRC)
+	c.sent = make([]*rnic.SendWQE, 0, 64)
 	for i := range c.txMSN {
 		c.txMSN[i] = 1
 		c.rxMSN[i] = 1
@@ -656,7 +654,7 @@ func (c *Conn) sendWQE(w *rnic.SendWQE) error {
 	default:
 		return c.localError(w, rnic.StatusLocQPOpErr, rnic.EventQPReqErr)
 	}
-	c.tx.done = append(c.tx.done, w)
+	c.sent = append(c.sent, w)
 	return nil
 }
 

@@ -21,15 +21,15 @@
 // Each connected QP has two goroutines. The receiver reads the MPA length and DDP/RDMAP
 // header of each FPDU, validates the STag (tagged) or takes the next receive WQE
 // (untagged), and reads the payload from the socket straight into the registered memory,
-// then checks the CRC. Without Markers it uses its own deframer, whose readv(2) places the
-// payload and fetches the next FPDU's header and CRC in one system call; with Markers it
-// uses mpa.Reader. Every violation is answered with a Terminate carrying the RFC
+// then checks the CRC. Deframing is mpa.Reader's, over the socket wrapped as an
+// mpa.VectoredReader: without Markers one readv(2) places the payload and fetches the
+// next FPDU's header and CRC. Every violation is answered with a Terminate carrying the RFC
 // 5040/5041/5044 layer, type and code; the QP then moves to Error.
 //
 // The sender writes Terminates, Read/atomic responses (streamed from the source region)
 // and send-queue work, segmented to the negotiated MULPDU, straight from registered memory:
-// without Markers it frames the FPDUs itself and writes all that is queued with one
-// vectored write. One writer runs at a time: the per-QP sender goroutine, or — when the
+// mpa.Writer queues the FPDUs (with or without Markers) and all that is queued goes out
+// with one vectored write. One writer runs at a time: the per-QP sender goroutine, or — when the
 // connection is idle and the work request is small — the goroutine that posted it (a
 // doorbell fast path that saves a goroutine hand-off per message). Completions, and so
 // CQ handlers, can therefore run on a goroutine that called PostSend.

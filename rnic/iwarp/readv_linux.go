@@ -9,17 +9,18 @@ import (
 // readvState performs readv(2) through a RawConn without allocating: the callback is a
 // method value made once, and its arguments and results live here.
 type readvState struct {
-	iov [2]syscall.Iovec
-	n   int
-	err error
-	fn  func(fd uintptr) bool
+	iov  [4]syscall.Iovec
+	niov int
+	n    int
+	err  error
+	fn   func(fd uintptr) bool
 }
 
 func (s *readvState) init() { s.fn = s.do }
 
 func (s *readvState) do(fd uintptr) bool {
 	for {
-		n, _, e := syscall.Syscall(syscall.SYS_READV, fd, uintptr(unsafe.Pointer(&s.iov[0])), uintptr(len(s.iov)))
+		n, _, e := syscall.Syscall(syscall.SYS_READV, fd, uintptr(unsafe.Pointer(&s.iov[0])), uintptr(s.niov))
 		switch e {
 		case 0:
 			s.n, s.err = int(n), nil
@@ -34,13 +35,28 @@ func (s *readvState) do(fd uintptr) bool {
 	}
 }
 
-// readv reads into a, then b, with one system call (len(a) and len(b) > 0).
-func (s *readvState) readv(rc syscall.RawConn, a, b []byte) (int, error) {
-	s.iov[0].Base, s.iov[1].Base = &a[0], &b[0]
-	s.iov[0].SetLen(len(a))
-	s.iov[1].SetLen(len(b))
+// readv reads into the non-empty buffers of bufs (the first four) in order with one
+// system call.
+func (s *readvState) readv(rc syscall.RawConn, bufs [][]byte) (int, error) {
+	s.niov = 0
+	for _, b := range bufs {
+		if len(b) == 0 {
+			continue
+		}
+		if s.niov == len(s.iov) {
+			break
+		}
+		s.iov[s.niov].Base = &b[0]
+		s.iov[s.niov].SetLen(len(b))
+		s.niov++
+	}
+	if s.niov == 0 {
+		return 0, nil
+	}
 	err := rc.Read(s.fn)
-	s.iov[0].Base, s.iov[1].Base = nil, nil
+	for i := range s.niov {
+		s.iov[i].Base = nil
+	}
 	if err != nil {
 		return 0, err
 	}

@@ -7,7 +7,8 @@ import (
 	"syscall"
 )
 
-// readvState falls back to a plain read into a where readv(2) is not wired up.
+// readvState falls back to a plain read into the first non-empty buffer where readv(2)
+// is not wired up.
 type readvState struct {
 	a   []byte
 	n   int
@@ -26,8 +27,16 @@ func (s *readvState) do(fd uintptr) bool {
 	return true
 }
 
-func (s *readvState) readv(rc syscall.RawConn, a, _ []byte) (int, error) {
-	s.a = a
+func (s *readvState) readv(rc syscall.RawConn, bufs [][]byte) (int, error) {
+	for _, b := range bufs {
+		if len(b) > 0 {
+			s.a = b
+			break
+		}
+	}
+	if len(s.a) == 0 {
+		return 0, nil
+	}
 	err := rc.Read(s.fn)
 	s.a = nil
 	if err != nil {

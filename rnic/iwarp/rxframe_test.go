@@ -32,9 +32,13 @@ func tcpPairT(t *testing.T) (a, b net.Conn) {
 	return a, b
 }
 
-// TestFPDUReader checks the readv deframer against FPDUs framed by mpa.AppendFPDU:
-// random ULPDU sizes, random read splits (buffered and direct), CRC on and off, a
-// corrupted CRC, and truncation.
+func newRxReader(nc net.Conn, crc bool) *mpa.Reader {
+	return mpa.NewReader(rxStream(nc), mpa.FramingOptions{CRC: crc, ReadBuffer: rxReadBuffer})
+}
+
+// TestFPDUReader checks the receive path (mpa.Reader over vecConn's readv) against FPDUs
+// framed by mpa.AppendFPDU: random ULPDU sizes, random read splits (buffered and direct),
+// CRC on and off, a corrupted CRC, and truncation.
 func TestFPDUReader(t *testing.T) {
 	for _, crc := range []bool{false, true} {
 		rng := rand.New(rand.NewPCG(7, uint64(len(t.Name()))))
@@ -57,7 +61,7 @@ func TestFPDUReader(t *testing.T) {
 			_, _ = w.Write(b)
 			w.Close()
 		}(w, stream)
-		fr := newFPDUReader(r, crc)
+		fr := newRxReader(r, crc)
 		for i, u := range ulpdus {
 			n, err := fr.Next()
 			if err != nil || n != len(u) {
@@ -91,7 +95,7 @@ func TestFPDUReader(t *testing.T) {
 	stream[100] ^= 1
 	w, r := tcpPairT(t)
 	go func(w net.Conn, b []byte) { _, _ = w.Write(b); w.Close() }(w, stream)
-	fr := newFPDUReader(r, true)
+	fr := newRxReader(r, true)
 	n, _ := fr.Next()
 	if err := fr.ReadFull(make([]byte, n)); err != nil {
 		t.Fatal(err)
@@ -107,9 +111,38 @@ func TestFPDUReader(t *testing.T) {
 	stream = mpa.AppendFPDU(nil, false, make([]byte, 5000))
 	w, r = tcpPairT(t)
 	go func(w net.Conn, b []byte) { _, _ = w.Write(b); w.Close() }(w, stream[:3000])
-	fr = newFPDUReader(r, false)
+	fr = newRxReader(r, false)
 	n, _ = fr.Next()
 	if err := fr.ReadFull(make([]byte, n)); err != io.ErrUnexpectedEOF {
 		t.Fatalf("truncated: %v", err)
+	}
+}
+
+// TestVecConnReadVectored: one readv fills the buffers in order; empty buffers are
+// skipped; EOF is reported.
+func TestVecConnReadVectored(t *testing.T) {
+	w, r := tcpPairT(t)
+	v, ok := rxStream(r).(mpa.VectoredReader)
+	if !ok {
+		t.Fatal("TCP connection not wrapped")
+	}
+	if _, err := w.Write([]byte("0123456789")); err != nil {
+		t.Fatal(err)
+	}
+	a, b := make([]byte, 4), make([]byte, 16)
+	got := 0
+	for got < 10 {
+		n, err := v.ReadVectored([][]byte{a[min(got, 4):], nil, b[max(got-4, 0):]})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got += n
+	}
+	if string(a) != "0123" || string(b[:6]) != "456789" {
+		t.Fatalf("read %q %q", a, b[:6])
+	}
+	w.Close()
+	if n, err := v.ReadVectored([][]byte{a, b}); n != 0 || err != io.EOF {
+		t.Fatalf("after close: %d %v", n, err)
 	}
 }

@@ -1,0 +1,128 @@
+package mpa
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"math/rand"
+	"testing"
+)
+
+// TestQueueFPDUMatchesWriteFPDU: FPDUs queued into batches (flushed at random points, and
+// implicitly when the batch fills up: 400 FPDUs of several pieces exceed its iovecs)
+// produce the same stream as one WriteFPDU each, for every framing option and offset.
+func TestQueueFPDUMatchesWriteFPDU(t *testing.T) {
+	rng := rand.New(rand.NewSource(11))
+	for _, opt := range allOpts {
+		us := randomULPDUs(rng, 400, 3000)
+		us = append(us, make([]byte, MaxULPDU-600), make([]byte, MaxULPDU-601)) // fit with Markers
+		split := func(u []byte) ([]byte, [][]byte) {
+			h := min(len(u), 18)
+			var ps [][]byte
+			for rest := u[h:]; len(rest) > 0; {
+				k := min(len(rest), 1+len(u)/3)
+				ps = append(ps, rest[:k])
+				rest = rest[k:]
+			}
+			return u[:h], ps
+		}
+		var one, batch bytes.Buffer
+		w1, wb := NewWriter(&one, opt), NewWriter(&batch, opt)
+		for _, u := range us {
+			h, ps := split(u)
+			if err := w1.WriteFPDU(h, ps); err != nil {
+				t.Fatal(err)
+			}
+			if err := wb.QueueFPDU(h, ps); err != nil {
+				t.Fatal(err)
+			}
+			if rng.Intn(50) == 0 {
+				if err := wb.Flush(); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		if wb.StreamOffset() != w1.StreamOffset() {
+			t.Fatalf("%+v: stream offset %d, want %d", opt, wb.StreamOffset(), w1.StreamOffset())
+		}
+		if err := wb.Flush(); err != nil || wb.Buffered() != 0 {
+			t.Fatal(err, wb.Buffered())
+		}
+		if !bytes.Equal(one.Bytes(), batch.Bytes()) {
+			t.Fatalf("%+v: batched stream differs (%d vs %d octets)", opt, batch.Len(), one.Len())
+		}
+		got, _, err := deframeAll(batch.Bytes(), opt, 1<<20, true)
+		if err != io.EOF || len(got) != len(us) {
+			t.Fatalf("%+v: deframed %d of %d: %v", opt, len(got), len(us), err)
+		}
+	}
+}
+
+// TestQueueFPDUTooLong: a ULPDU over 65535 octets is refused and leaves the batch as it was.
+func TestQueueFPDUTooLong(t *testing.T) {
+	var out bytes.Buffer
+	w := NewWriter(&out, FramingOptions{CRC: true, Markers: true})
+	if err := w.QueueFPDU([]byte("hdr"), [][]byte{[]byte("abc")}); err != nil {
+		t.Fatal(err)
+	}
+	n, off := w.Buffered(), w.StreamOffset()
+	if err := w.QueueFPDU([]byte("h"), [][]byte{make([]byte, MaxULPDU)}); !errors.Is(err, ErrULPDUTooLong) {
+		t.Fatalf("too long: %v", err)
+	}
+	if w.Buffered() != n || w.StreamOffset() != off || out.Len() != 0 {
+		t.Fatal("refused FPDU changed the batch")
+	}
+	if err := w.Flush(); err != nil || out.Len() != n {
+		t.Fatal(err, out.Len(), n)
+	}
+}
+
+// TestReaderVectored: with a VectoredReader, each direct read also fills the buffer, so
+// 64 KiB FPDUs cost one call each; the result equals the plain Reader's at any chunking.
+func TestReaderVectored(t *testing.T) {
+	rng := rand.New(rand.NewSource(12))
+	for _, opt := range []FramingOptions{{}, {CRC: true}} {
+		var us [][]byte
+		for range 20 {
+			u := make([]byte, MaxULPDU-3)
+			rng.Read(u)
+			us = append(us, u)
+		}
+		wire := writeStream(t, rng, opt, us)
+		vr := &vecChunkReader{chunkReader: chunkReader{b: wire, n: 1 << 20}}
+		r := NewReader(vr, opt)
+		dst := make([]byte, MaxULPDU)
+		for i, u := range us {
+			n, err := r.Next()
+			if err != nil || n != len(u) {
+				t.Fatal(i, n, err)
+			}
+			if err := r.ReadFull(dst[:n]); err != nil {
+				t.Fatal(err)
+			}
+			if err := r.End(); err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(dst[:n], u) {
+				t.Fatalf("FPDU %d differs", i)
+			}
+		}
+		if _, err := r.Next(); err != io.EOF {
+			t.Fatal(err)
+		}
+		if vr.calls > len(us)+1 {
+			t.Fatalf("%d ReadVectored calls for %d FPDUs", vr.calls, len(us))
+		}
+		for _, chunk := range []int{1, 7, 100, 600, 5000} {
+			got, _, err := deframeAll(wire, opt, chunk, true)
+			if err != io.EOF || len(got) != len(us) {
+				t.Fatalf("chunk %d: %d FPDUs, %v", chunk, len(got), err)
+			}
+			for i := range got {
+				if !bytes.Equal(got[i], us[i]) {
+					t.Fatalf("chunk %d: FPDU %d differs", chunk, i)
+				}
+			}
+		}
+	}
+}
