@@ -30,10 +30,16 @@
 // A packet whose header matches what the transport assumes (IHL 5, DF, ID
 // 0, which rxe and softrnic send) is handed over untouched and verified
 // exactly by the transport. Any other header (non-zero IP ID, options, DF
-// clear) is verified here against the real header: a bad ICRC is dropped
-// and counted; a good one has its ICRC field rewritten to the value for the
-// canonical header, so the transport's check passes. With this link,
-// rocev2.Config.StrictICRC can therefore always be set.
+// clear) is verified here against the real header; a good one has its ICRC
+// field rewritten to the value for the canonical header, so the transport's
+// exact check passes. One that instead matches the canonical header is what
+// a softrnic UDP link with GSO sends (the kernel numbers the segments' IP
+// IDs 0, 1, 2… after the ICRC was computed with 0): it is accepted and
+// counted (ICRCZeroID) unless Options.StrictICRC is set, which drops it as
+// rxe would. Anything else is dropped and counted (ICRCErrors). The check
+// is exact either way (a 32-bit CRC against at most two headers), so with
+// this link rocev2.Config.StrictICRC can always be set. A UD receiver then
+// sees IP ID 0 in its GRH rather than the sender's.
 //
 // Limits: IPv4 only (IPv6 returns ErrNotSupported at New); no VLAN tags;
 // frames are 4096 bytes and copy mode reserves 256 bytes of headroom, so the
@@ -89,6 +95,10 @@ type Options struct {
 	ZeroCopy bool
 	// TOS and TTL of sent packets (TTL default 64).
 	TOS, TTL uint8
+	// StrictICRC drops packets whose ICRC matches only the canonical
+	// header (ID 0) and not the real one, as rxe does; see the package
+	// comment.
+	StrictICRC bool
 }
 
 // Stats are the link's counters.
@@ -98,9 +108,11 @@ type Stats struct {
 	// local address and port, malformed, or longer than the receive buffer.
 	RxDropped uint64
 	// ICRCErrors counts packets with a non-canonical IP header whose ICRC
-	// did not verify against the real header; ICRCRestamped those that did
-	// and were handed to the transport with the canonical ICRC.
-	ICRCErrors, ICRCRestamped uint64
+	// did not verify; ICRCRestamped those that verified against the real
+	// header and were handed to the transport with the canonical ICRC;
+	// ICRCZeroID those accepted because their ICRC matches the canonical
+	// header instead (Options.StrictICRC unset).
+	ICRCErrors, ICRCRestamped, ICRCZeroID uint64
 	// TxDropped counts packets not sent: too long for a frame, no
 	// neighbour, or no free frame after retrying.
 	TxDropped uint64

@@ -109,7 +109,7 @@ func in(t testing.TB, ns string, f func()) {
 }
 
 // openLink opens an AF_XDP (xdp) or UDP link for side i of e.
-func (e *netEnv) openLink(t testing.TB, i int, xdp bool, mode Mode) rocev2.Link {
+func (e *netEnv) openLink(t testing.TB, i int, xdp bool, mode Mode, uo *rocev2.UDPOptions) rocev2.Link {
 	t.Helper()
 	var l rocev2.Link
 	in(t, e.ns[i], func() {
@@ -123,7 +123,7 @@ func (e *netEnv) openLink(t testing.TB, i int, xdp bool, mode Mode) rocev2.Link 
 				l = x
 			}
 		} else {
-			l, err = rocev2.ListenUDP(a, nil)
+			l, err = rocev2.ListenUDP(a, uo)
 		}
 		if err != nil {
 			t.Fatal(err)
@@ -266,21 +266,27 @@ func TestNetnsRC(t *testing.T) {
 		mode Mode
 		mtu  roce.MTU
 		dev  int
+		gso  bool // the UDP peer sends GSO super-datagrams: IP IDs 0, 1, 2…
 	}{
-		{"xdp-udp/auto/mtu1024", false, ModeAuto, roce.MTU1024, 1500},
-		{"xdp-udp/generic/mtu2048", false, ModeGeneric, roce.MTU2048, 3000},
-		{"xdp-xdp/auto/mtu1024", true, ModeAuto, roce.MTU1024, 1500},
-		{"xdp-xdp/generic/mtu2048", true, ModeGeneric, roce.MTU2048, 3000},
+		{"xdp-udp/auto/mtu1024", false, ModeAuto, roce.MTU1024, 1500, false},
+		{"xdp-udp/generic/mtu2048", false, ModeGeneric, roce.MTU2048, 3000, false},
+		{"xdp-udp-gso/auto/mtu1024", false, ModeAuto, roce.MTU1024, 1500, true},
+		{"xdp-xdp/auto/mtu1024", true, ModeAuto, roce.MTU1024, 1500, false},
+		{"xdp-xdp/generic/mtu2048", true, ModeGeneric, roce.MTU2048, 3000, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newNetEnv(t, tc.dev)
 			cfg := rocev2.DefaultConfig()
 			cfg.MTU = tc.mtu
 			cfg.Timeout = 12
-			cfg.StrictICRC = true // the AF_XDP link verifies exactly; the UDP peer sees ID 0
-			la := e.openLink(t, 0, true, tc.mode)
-			lb := e.openLink(t, 1, tc.xdpB, tc.mode)
-			a, b := newSide(t, la, cfg), newSide(t, lb, cfg)
+			cfgA := *cfg
+			cfgA.StrictICRC = true // the AF_XDP link verifies every header exactly
+			la := e.openLink(t, 0, true, tc.mode, nil)
+			lb := e.openLink(t, 1, tc.xdpB, tc.mode, &rocev2.UDPOptions{GSO: tc.gso})
+			if u, ok := lb.(*rocev2.UDPLink); ok && tc.gso && !u.GSO() {
+				t.Skip("SKIP: no UDP GSO on this kernel")
+			}
+			a, b := newSide(t, la, &cfgA), newSide(t, lb, cfg)
 			connect(t, a, b)
 			exercise(t, a, b, 1)
 			exercise(t, b, a, 2)
@@ -293,6 +299,12 @@ func TestNetnsRC(t *testing.T) {
 					t.Logf("side %d AF_XDP stats %+v", i, st)
 					if st.RxPackets == 0 || st.TxPackets == 0 || st.ICRCErrors != 0 {
 						t.Errorf("side %d: stats %+v", i, st)
+					}
+					if tc.gso && i == 0 && st.ICRCZeroID == 0 {
+						t.Errorf("GSO peer: no packet with a non-zero IP ID and an ID-0 ICRC")
+					}
+					if !tc.gso && st.ICRCRestamped+st.ICRCZeroID != 0 {
+						t.Errorf("side %d: non-canonical headers without GSO: %+v", i, st)
 					}
 				}
 			}

@@ -31,22 +31,23 @@ const (
 
 // Link is a rocev2.Link over an AF_XDP socket (see the package comment).
 type Link struct {
-	fd    int
-	file  *os.File
-	rc    syscall.RawConn
-	umem  []byte
-	fill  ring
-	comp  ring
-	rx    ring
-	tx    ring
-	local netip.AddrPort
-	lip   [4]byte
-	mac   [6]byte
-	batch int
-	tos   uint8
-	ttl   uint8
-	mode  Mode
-	zc    bool
+	fd     int
+	file   *os.File
+	rc     syscall.RawConn
+	umem   []byte
+	fill   ring
+	comp   ring
+	rx     ring
+	tx     ring
+	local  netip.AddrPort
+	lip    [4]byte
+	mac    [6]byte
+	batch  int
+	tos    uint8
+	ttl    uint8
+	mode   Mode
+	zc     bool
+	strict bool
 
 	xsks  *ebpf.Map
 	prog  *ebpf.Program
@@ -61,7 +62,7 @@ type Link struct {
 	smu    sync.Mutex // Send (and Close, before unmapping)
 	txFree []uint64   // free TX frames
 
-	rxPackets, txPackets, rxDropped, icrcErrors, icrcRestamped, txDropped atomic.Uint64
+	rxPackets, txPackets, rxDropped, icrcErrors, icrcRestamped, icrcZeroID, txDropped atomic.Uint64
 }
 
 var _ rocev2.Link = (*Link)(nil)
@@ -106,7 +107,7 @@ func New(o Options) (l *Link, err error) {
 	attrs := dev.Attrs()
 	l = &Link{
 		fd: -1, local: netip.AddrPortFrom(o.Addr.Addr().Unmap(), o.Addr.Port()),
-		batch: o.Batch, tos: o.TOS, ttl: o.TTL,
+		batch: o.Batch, tos: o.TOS, ttl: o.TTL, strict: o.StrictICRC,
 	}
 	l.lip = l.local.Addr().As4()
 	copy(l.mac[:], attrs.HardwareAddr)
@@ -274,7 +275,7 @@ func (l *Link) BatchSize() int { return l.batch }
 func (l *Link) Stats() Stats {
 	s := Stats{
 		RxPackets: l.rxPackets.Load(), TxPackets: l.txPackets.Load(), RxDropped: l.rxDropped.Load(),
-		ICRCErrors: l.icrcErrors.Load(), ICRCRestamped: l.icrcRestamped.Load(), TxDropped: l.txDropped.Load(),
+		ICRCErrors: l.icrcErrors.Load(), ICRCRestamped: l.icrcRestamped.Load(), ICRCZeroID: l.icrcZeroID.Load(), TxDropped: l.txDropped.Load(),
 	}
 	if l.rc != nil {
 		var ks unix.XDPStatistics
@@ -408,15 +409,20 @@ func (l *Link) input(f []byte, buf []byte, size *int, from *netip.AddrPort) bool
 		return true
 	}
 	ib := pl[:len(pl)-roce.ICRCLen]
-	crc, err := roce.ICRC(ip, udp, ib)
-	if err != nil || crc != binary.LittleEndian.Uint32(pl[len(ib):]) {
-		l.icrcErrors.Add(1)
-		return false
-	}
+	got := binary.LittleEndian.Uint32(pl[len(ib):])
 	canon := roce.ICRCv4(src, l.lip, 0, true, sport, l.local.Port(), ib)
-	binary.LittleEndian.PutUint32(buf[len(ib):], canon)
-	l.icrcRestamped.Add(1)
-	return true
+	if crc, err := roce.ICRC(ip, udp, ib); err == nil && crc == got {
+		binary.LittleEndian.PutUint32(buf[len(ib):], canon)
+		l.icrcRestamped.Add(1)
+		return true
+	}
+	if got == canon && !l.strict {
+		// computed for ID 0 but sent with another: a UDP GSO sender
+		l.icrcZeroID.Add(1)
+		return true
+	}
+	l.icrcErrors.Add(1)
+	return false
 }
 
 // Send implements rocev2.Link: each buffer becomes one Ethernet/IPv4/UDP
