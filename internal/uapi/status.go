@@ -91,7 +91,7 @@ func (s *Status) Pairs() []Pair {
 // DecodeStatus decodes the pairs of a get response. A number that does not parse, a
 // duplicate "device" or a QP key before the first "qp" line is ErrMalformed.
 func DecodeStatus(ps []Pair) (Status, error) {
-	s := Status{QPs: []QPStatus{}}
+	s := Status{ListenIWARP: []string{}, ListenRoCEv2: []string{}, QPs: []QPStatus{}}
 	var q *QPStatus
 	seenDev := false
 	num := func(v string, bits int) (uint64, error) {
