@@ -77,6 +77,7 @@ type daemonOpts struct {
 	perftest    string // host:port of a perftest server ("" = none)
 	perftestVrb string // write, read or send
 	foreground  bool
+	logFile     string    // -log: append the log to this file
 	logOut      io.Writer // nil = os.Stderr
 }
 
@@ -105,6 +106,7 @@ func parseDaemonArgs(args []string, errOut io.Writer) (daemonOpts, error) {
 	fs.StringVar(&o.perftest, "perftest", "", "also run an iWARP perftest server on host:port")
 	fs.StringVar(&o.perftestVrb, "perftest-verb", "write", "perftest server test: write, read or send")
 	fs.BoolVar(&o.foreground, "foreground", false, "stay in the foreground (default: detach once the socket is up)")
+	fs.StringVar(&o.logFile, "log", "", "append the log to this file (default stderr, which a detached daemon does not have)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -178,6 +180,15 @@ func runDaemon(args []string) int {
 	}
 	if !o.foreground && os.Getenv(daemonForegroundEnv) == "" {
 		return detachDaemon(o)
+	}
+	if o.logFile != "" {
+		f, err := os.OpenFile(o.logFile, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o640)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "daemon:", err)
+			return 1
+		}
+		defer f.Close()
+		o.logOut = f
 	}
 	// Catch the signals before the socket exists, so a stop request that follows its
 	// appearance is never lost.
@@ -464,7 +475,9 @@ func (d *daemon) newQP() (*rnic.QP, error) {
 	return d.dev.CreateQP(d.pd, rnic.QPAttr{SendCQ: d.cq, RecvCQ: d.cq, Cap: rnic.QPCap{MaxSendWR: 1, MaxRecvWR: 1}})
 }
 
-func clampDepth(n int) int { return min(max(n, 1), 128) }
+// inboundDepth is the IRD the target grants: the initiator's ORD, capped at the device's
+// MaxIRD default; 0 (an MPA rev 1 peer, which sends no ORD) leaves the transport's default.
+func inboundDepth(ord int) int { return min(max(ord, 0), 128) }
 
 func (d *daemon) acceptIWARP(ln *iwarp.Listener) {
 	defer d.wg.Done()
@@ -480,7 +493,7 @@ func (d *daemon) acceptIWARP(ln *iwarp.Listener) {
 			continue
 		}
 		peer := r.RemoteAddr().String()
-		conn, err := r.Accept(qp, iwarp.ConnParam{PrivateData: d.advertisement(), IRD: clampDepth(r.ORD()), ORD: 1})
+		conn, err := r.Accept(qp, iwarp.ConnParam{PrivateData: d.advertisement(), IRD: inboundDepth(r.ORD()), ORD: 1})
 		if err != nil {
 			d.logf("iwarp: accept %s: %v", peer, err)
 			_ = qp.Destroy()
@@ -504,7 +517,7 @@ func (d *daemon) acceptRoCE(ln *rocev2.Listener) {
 			continue
 		}
 		peer := r.RemoteAddr().String()
-		if _, err := r.Accept(qp, rocev2.ConnParam{PrivateData: d.advertisement(), IRD: clampDepth(r.ORD()), ORD: 1}); err != nil {
+		if _, err := r.Accept(qp, rocev2.ConnParam{PrivateData: d.advertisement(), IRD: inboundDepth(r.ORD()), ORD: 1}); err != nil {
 			d.logf("rocev2: accept %s: %v", peer, err)
 			_ = qp.Destroy()
 			continue
