@@ -93,7 +93,7 @@ func parseDaemonArgs(args []string, errOut io.Writer) (daemonOpts, error) {
 	o := daemonOpts{}
 	fs := flag.NewFlagSet("daemon", flag.ContinueOnError)
 	fs.SetOutput(errOut)
-	cfgFile := fs.String("config", "", "configuration file: lines `key=value` with the flag names as keys, # comments")
+	cfgFile := fs.String("config", "", "configuration `file`: key=value lines with the flag names as keys, # comments; flags given win")
 	fs.StringVar(&o.name, "name", daemonDefName, "device name")
 	fs.StringVar(&o.sock, "sock", "", "control socket (default /run/softrnic/<name>.sock)")
 	fs.Var((*listFlag)(&o.iwarp), "iwarp", "iWARP listen address host:port (repeatable)")
