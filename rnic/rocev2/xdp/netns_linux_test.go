@@ -5,6 +5,7 @@ package xdp
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -18,6 +19,7 @@ import (
 	"github.com/softrnic/softrnic/rnic"
 	"github.com/softrnic/softrnic/rnic/rocev2"
 	"github.com/softrnic/softrnic/roce"
+	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 )
@@ -119,7 +121,9 @@ func (e *netEnv) openLink(t testing.TB, i int, xdp bool, mode Mode, uo *rocev2.U
 			var x *Link
 			x, err = New(Options{Interface: e.dev[i], Addr: a, Mode: mode})
 			if err == nil {
-				t.Logf("%s: AF_XDP link mode %v zero-copy %v", e.dev[i], x.Mode(), x.ZeroCopy())
+				if _, bench := t.(*testing.B); !bench {
+					t.Logf("%s: AF_XDP link mode %v zero-copy %v", e.dev[i], x.Mode(), x.ZeroCopy())
+				}
 				l = x
 			}
 		} else {
@@ -341,4 +345,59 @@ func checkPass(t *testing.T, e *netEnv) {
 	if err != nil || string(b[:n]) != "not roce" {
 		t.Errorf("UDP to port 5000 not passed to the kernel: %q %v", b[:n], err)
 	}
+}
+
+// TestLinkLifecycle checks that the program is attached while the link is
+// open and detached by Close, that Close unblocks a waiting Recv, and that
+// a bad interface fails cleanly.
+func TestLinkLifecycle(t *testing.T) {
+	requirePriv(t)
+	e := newNetEnv(t, 1500)
+	attached := func() bool {
+		var on bool
+		in(t, e.ns[0], func() {
+			l, err := netlink.LinkByName(e.dev[0])
+			if err != nil {
+				t.Fatal(err)
+			}
+			on = l.Attrs().Xdp != nil && l.Attrs().Xdp.Attached
+		})
+		return on
+	}
+	l := e.openLink(t, 0, true, ModeAuto, nil).(*Link)
+	if !attached() {
+		t.Fatal("no XDP program attached while the link is open")
+	}
+	done := make(chan error, 1)
+	go func() {
+		bufs := [][]byte{make([]byte, rocev2.MaxPacket)}
+		_, err := l.Recv(bufs, make([]int, 1), make([]netip.AddrPort, 1))
+		done <- err
+	}()
+	time.Sleep(50 * time.Millisecond)
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if !errors.Is(err, rocev2.ErrLinkClosed) {
+			t.Fatalf("Recv after Close: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close did not unblock Recv")
+	}
+	if err := l.Send([][]byte{make([]byte, 40)}, netip.AddrPortFrom(e.addr[1], 4791)); !errors.Is(err, rocev2.ErrLinkClosed) {
+		t.Fatalf("Send after Close: %v", err)
+	}
+	if attached() {
+		t.Fatal("XDP program still attached after Close")
+	}
+	in(t, e.ns[0], func() {
+		if _, err := New(Options{Interface: "nonexistent0", Addr: netip.AddrPortFrom(e.addr[0], 0)}); err == nil {
+			t.Fatal("New on a missing interface succeeded")
+		}
+		if _, err := New(Options{Interface: e.dev[0], Addr: netip.MustParseAddrPort("[fd00::1]:4791")}); !errors.Is(err, ErrNotSupported) {
+			t.Fatalf("IPv6: %v", err)
+		}
+	})
 }
