@@ -18,9 +18,11 @@
 // packet for a queue without a socket is passed too (the redirect's
 // fallback action).
 //
-// Send builds the Ethernet, IPv4 and UDP headers itself the way rxe does
-// (rxe_net.c prepare4: DF set, IP ID 0, UDP checksum 0), so the ICRC the
-// transport computed with IP ID 0 is right on the wire. The destination MAC
+// Send builds the Ethernet, IP and UDP headers itself the way rxe does
+// (rxe_net.c prepare4: DF set, IP ID 0, UDP checksum 0; over IPv6 the UDP
+// checksum is filled in, RFC 8200 §8.1), so the ICRC the transport
+// computed with IP ID 0 is right on the wire. The link is IPv4 or IPv6 as
+// its local address is. The destination MAC
 // comes from the kernel neighbour table (the route's gateway for off-link
 // peers); when the peer is unknown a datagram to its discard port (9) is
 // sent through an ordinary UDP socket to make the kernel resolve it.
@@ -41,7 +43,7 @@
 // this link rocev2.Config.StrictICRC can always be set. A UD receiver then
 // sees IP ID 0 in its GRH rather than the sender's.
 //
-// Limits: IPv4 only (IPv6 returns ErrNotSupported at New); no VLAN tags;
+// Limits: no VLAN tags or IPv6 extension headers;
 // frames are 4096 bytes and copy mode reserves 256 bytes of headroom, so the
 // largest packet is 3840 bytes and the path MTU at most 2048 (4096 needs
 // larger or multi-buffer frames); one link per netdev (the netdev carries a
@@ -58,7 +60,7 @@ import (
 )
 
 // ErrNotSupported is returned by New where AF_XDP is unavailable (non-Linux
-// systems, IPv6 addresses).
+// systems).
 var ErrNotSupported = errors.New("rocev2/xdp: not supported")
 
 // Mode selects how the XDP program is attached.
@@ -80,7 +82,7 @@ type Options struct {
 	// Queue is the receive queue the socket binds to (default 0). Packets
 	// for the link that arrive on other queues go to the kernel stack.
 	Queue int
-	// Addr is the local IPv4 address (one of the netdev's) and UDP port;
+	// Addr is the local IPv4 or IPv6 address (one of the netdev's) and UDP port;
 	// port 0 means 4791.
 	Addr netip.AddrPort
 	// Frames is the number of 4096-byte UMEM frames, half for reception

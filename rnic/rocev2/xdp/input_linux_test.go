@@ -171,3 +171,50 @@ func FuzzInput(f *testing.F) {
 		}
 	})
 }
+
+func TestInputIPv6(t *testing.T) {
+	local := netip.MustParseAddrPort("[fd00:199:7::1]:4791")
+	peer := netip.MustParseAddrPort("[fd00:199:7::2]:1234")
+	l := &Link{local: local, lip6: local.Addr().As16(), v6: true}
+	ib := make([]byte, roce.BTHLen+37)
+	for i := range ib {
+		ib[i] = byte(i*5 + 1)
+	}
+	f := make([]byte, 14, 512)
+	binary.BigEndian.PutUint16(f[12:], etherIPv6)
+	f = roce.AppendIPv6UDP(f, peer.Addr().As16(), local.Addr().As16(), 0, 64, 0, peer.Port(), local.Port(), len(ib))
+	f = append(f, ib...)
+	f = roce.AppendICRC(f, roce.ICRCv6(peer.Addr().As16(), local.Addr().As16(), peer.Port(), local.Port(), ib))
+	udp6Checksum(f[14:])
+	// RFC 768/8200: the one's-complement sum over pseudo header and
+	// datagram, checksum included, is 0xFFFF.
+	s := sum16(uint64(len(f)-54)+17, f[14+8:14+40])
+	s = sum16(s, f[54:])
+	for s>>16 != 0 {
+		s = s&0xFFFF + s>>16
+	}
+	if s != 0xFFFF || binary.BigEndian.Uint16(f[54+6:]) == 0 {
+		t.Fatalf("UDP checksum: sum %#x", s)
+	}
+	buf := make([]byte, 4096)
+	var size int
+	var from netip.AddrPort
+	if !l.input(f, buf, &size, &from) || from != peer || size != len(ib)+4 {
+		t.Fatalf("IPv6 packet: size %d from %v", size, from)
+	}
+	// wrong destination, an IPv4 frame on an IPv6 link, every prefix
+	g := append([]byte(nil), f...)
+	g[14+39] ^= 1
+	if l.input(g, buf, &size, &from) {
+		t.Error("other destination accepted")
+	}
+	v4, _ := frame(0, 0, 10)
+	if l.input(v4, buf, &size, &from) {
+		t.Error("IPv4 frame accepted by an IPv6 link")
+	}
+	for i := range len(f) {
+		if l.input(f[:i], buf, &size, &from) {
+			t.Errorf("prefix %d accepted", i)
+		}
+	}
+}

@@ -36,15 +36,20 @@ type neighbours struct {
 	rmu     sync.Mutex // one resolution at a time
 	h       *netlink.Handle
 	ifindex int
+	family  int
 	probe   *net.UDPConn // triggers ARP for unknown peers
 }
 
 func newNeighbours(h *netlink.Handle, ifindex int, local netip.Addr) (*neighbours, error) {
-	c, err := net.ListenUDP("udp4", &net.UDPAddr{IP: local.AsSlice()})
+	network, family := "udp4", unix.AF_INET
+	if local.Is6() {
+		network, family = "udp6", unix.AF_INET6
+	}
+	c, err := net.ListenUDP(network, &net.UDPAddr{IP: local.AsSlice()})
 	if err != nil {
 		return nil, fmt.Errorf("rocev2/xdp: probe socket: %w", err)
 	}
-	return &neighbours{m: make(map[netip.Addr]neighEntry), h: h, ifindex: ifindex, probe: c}, nil
+	return &neighbours{m: make(map[netip.Addr]neighEntry), h: h, ifindex: ifindex, family: family, probe: c}, nil
 }
 
 func (n *neighbours) close() {
@@ -96,7 +101,7 @@ func (n *neighbours) resolve(dst netip.Addr) ([6]byte, error) {
 }
 
 func (n *neighbours) fromKernel(hop netip.Addr) ([6]byte, bool) {
-	ns, err := n.h.NeighList(n.ifindex, unix.AF_INET)
+	ns, err := n.h.NeighList(n.ifindex, n.family)
 	if err != nil {
 		return [6]byte{}, false
 	}

@@ -51,10 +51,11 @@ func run(t testing.TB, args ...string) {
 // netEnv is two network namespaces joined by a veth pair, with addresses
 // in 10.199.7.0/24 that exist only inside them.
 type netEnv struct {
-	ns     [2]string
-	dev    [2]string
-	addr   [2]netip.Addr
-	prefix string
+	ns    [2]string
+	dev   [2]string
+	addr  [2]netip.Addr
+	addr6 [2]netip.Addr
+	v6    bool // openLink uses addr6
 }
 
 var envSeq int
@@ -64,9 +65,10 @@ func newNetEnv(t testing.TB, mtu int) *netEnv {
 	envSeq++
 	id := fmt.Sprintf("%d%d", os.Getpid()%100000, envSeq)
 	e := &netEnv{
-		ns:   [2]string{"srnxA" + id, "srnxB" + id},
-		dev:  [2]string{"xa" + id, "xb" + id},
-		addr: [2]netip.Addr{netip.MustParseAddr("10.199.7.1"), netip.MustParseAddr("10.199.7.2")},
+		ns:    [2]string{"srnxA" + id, "srnxB" + id},
+		dev:   [2]string{"xa" + id, "xb" + id},
+		addr:  [2]netip.Addr{netip.MustParseAddr("10.199.7.1"), netip.MustParseAddr("10.199.7.2")},
+		addr6: [2]netip.Addr{netip.MustParseAddr("fd00:199:7::1"), netip.MustParseAddr("fd00:199:7::2")},
 	}
 	for _, ns := range e.ns {
 		run(t, "netns", "add", ns)
@@ -77,6 +79,7 @@ func newNetEnv(t testing.TB, mtu int) *netEnv {
 		run(t, "-n", e.ns[i], "link", "set", "lo", "up")
 		run(t, "-n", e.ns[i], "link", "set", e.dev[i], "mtu", fmt.Sprint(mtu), "up")
 		run(t, "-n", e.ns[i], "addr", "add", e.addr[i].String()+"/24", "dev", e.dev[i])
+		run(t, "-n", e.ns[i], "addr", "add", e.addr6[i].String()+"/64", "dev", e.dev[i], "nodad")
 	}
 	return e
 }
@@ -116,6 +119,9 @@ func (e *netEnv) openLink(t testing.TB, i int, xdp bool, mode Mode, uo *rocev2.U
 	var l rocev2.Link
 	in(t, e.ns[i], func() {
 		a := netip.AddrPortFrom(e.addr[i], roce.UDPPort)
+		if e.v6 {
+			a = netip.AddrPortFrom(e.addr6[i], roce.UDPPort)
+		}
 		var err error
 		if xdp {
 			var x *Link
@@ -271,15 +277,20 @@ func TestNetnsRC(t *testing.T) {
 		mtu  roce.MTU
 		dev  int
 		gso  bool // the UDP peer sends GSO super-datagrams: IP IDs 0, 1, 2…
+		v6   bool
 	}{
-		{"xdp-udp/auto/mtu1024", false, ModeAuto, roce.MTU1024, 1500, false},
-		{"xdp-udp/generic/mtu2048", false, ModeGeneric, roce.MTU2048, 3000, false},
-		{"xdp-udp-gso/auto/mtu1024", false, ModeAuto, roce.MTU1024, 1500, true},
-		{"xdp-xdp/auto/mtu1024", true, ModeAuto, roce.MTU1024, 1500, false},
-		{"xdp-xdp/generic/mtu2048", true, ModeGeneric, roce.MTU2048, 3000, false},
+		{"v6/xdp-udp/auto/mtu1024", false, ModeAuto, roce.MTU1024, 1500, false, true},
+		{"v6/xdp-udp-gso/auto/mtu2048", false, ModeAuto, roce.MTU2048, 3000, true, true},
+		{"v6/xdp-xdp/generic/mtu1024", true, ModeGeneric, roce.MTU1024, 1500, false, true},
+		{"xdp-udp/auto/mtu1024", false, ModeAuto, roce.MTU1024, 1500, false, false},
+		{"xdp-udp/generic/mtu2048", false, ModeGeneric, roce.MTU2048, 3000, false, false},
+		{"xdp-udp-gso/auto/mtu1024", false, ModeAuto, roce.MTU1024, 1500, true, false},
+		{"xdp-xdp/auto/mtu1024", true, ModeAuto, roce.MTU1024, 1500, false, false},
+		{"xdp-xdp/generic/mtu2048", true, ModeGeneric, roce.MTU2048, 3000, false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newNetEnv(t, tc.dev)
+			e.v6 = tc.v6
 			cfg := rocev2.DefaultConfig()
 			cfg.MTU = tc.mtu
 			cfg.Timeout = 12
@@ -304,7 +315,7 @@ func TestNetnsRC(t *testing.T) {
 					if st.RxPackets == 0 || st.TxPackets == 0 || st.ICRCErrors != 0 {
 						t.Errorf("side %d: stats %+v", i, st)
 					}
-					if tc.gso && i == 0 && st.ICRCZeroID == 0 {
+					if tc.gso && !tc.v6 && i == 0 && st.ICRCZeroID == 0 {
 						t.Errorf("GSO peer: no packet with a non-zero IP ID and an ID-0 ICRC")
 					}
 					if !tc.gso && st.ICRCRestamped+st.ICRCZeroID != 0 {
@@ -374,6 +385,9 @@ func TestLinkLifecycle(t *testing.T) {
 		_, err := l.Recv(bufs, make([]int, 1), make([]netip.AddrPort, 1))
 		done <- err
 	}()
+	if err := l.Send([][]byte{make([]byte, 40)}, netip.AddrPortFrom(e.addr6[1], 4791)); !errors.Is(err, ErrAddrFamily) {
+		t.Fatalf("IPv6 destination on an IPv4 link: %v", err)
+	}
 	time.Sleep(50 * time.Millisecond)
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
@@ -396,8 +410,8 @@ func TestLinkLifecycle(t *testing.T) {
 		if _, err := New(Options{Interface: "nonexistent0", Addr: netip.AddrPortFrom(e.addr[0], 0)}); err == nil {
 			t.Fatal("New on a missing interface succeeded")
 		}
-		if _, err := New(Options{Interface: e.dev[0], Addr: netip.MustParseAddrPort("[fd00::1]:4791")}); !errors.Is(err, ErrNotSupported) {
-			t.Fatalf("IPv6: %v", err)
+		if _, err := New(Options{Interface: e.dev[0], Addr: netip.MustParseAddrPort("0.0.0.0:4791")}); !errors.Is(err, rocev2.ErrUnspecifiedAddr) {
+			t.Fatalf("wildcard address: %v", err)
 		}
 	})
 }

@@ -27,7 +27,12 @@ const (
 	ethLen       = 14
 	copyHeadroom = 256 // XDP_PACKET_HEADROOM in front of received frames
 	etherIPv4    = 0x0800
+	etherIPv6    = 0x86DD
 )
+
+// ErrAddrFamily is returned by Send for a destination of the other IP
+// version than the link's address.
+var ErrAddrFamily = errors.New("rocev2/xdp: destination address family differs from the link's")
 
 // Link is a rocev2.Link over an AF_XDP socket (see the package comment).
 type Link struct {
@@ -41,6 +46,8 @@ type Link struct {
 	tx     ring
 	local  netip.AddrPort
 	lip    [4]byte
+	lip6   [16]byte
+	v6     bool
 	mac    [6]byte
 	batch  int
 	tos    uint8
@@ -70,10 +77,7 @@ var _ rocev2.Link = (*Link)(nil)
 // New opens an AF_XDP link on o.Interface (see the package comment for
 // privileges and the network namespace).
 func New(o Options) (l *Link, err error) {
-	if !o.Addr.Addr().Is4() && !o.Addr.Addr().Is4In6() {
-		return nil, fmt.Errorf("%w: IPv6 address %v", ErrNotSupported, o.Addr.Addr())
-	}
-	if o.Addr.Addr().IsUnspecified() {
+	if !o.Addr.Addr().IsValid() || o.Addr.Addr().IsUnspecified() {
 		return nil, rocev2.ErrUnspecifiedAddr
 	}
 	if o.Addr.Port() == 0 {
@@ -109,7 +113,12 @@ func New(o Options) (l *Link, err error) {
 		fd: -1, local: netip.AddrPortFrom(o.Addr.Addr().Unmap(), o.Addr.Port()),
 		batch: o.Batch, tos: o.TOS, ttl: o.TTL, strict: o.StrictICRC,
 	}
-	l.lip = l.local.Addr().As4()
+	l.v6 = l.local.Addr().Is6()
+	if l.v6 {
+		l.lip6 = l.local.Addr().As16()
+	} else {
+		l.lip = l.local.Addr().As4()
+	}
 	copy(l.mac[:], attrs.HardwareAddr)
 	defer func() {
 		if err != nil {
@@ -388,7 +397,12 @@ func (l *Link) Recv(bufs [][]byte, sizes []int, from []netip.AddrPort) (int, err
 
 // input checks an Ethernet frame and copies its UDP payload into buf.
 func (l *Link) input(f []byte, buf []byte, size *int, from *netip.AddrPort) bool {
-	if len(f) < ethLen+20+8 || binary.BigEndian.Uint16(f[12:]) != etherIPv4 {
+	if len(f) < ethLen+20+8 {
+		return false
+	}
+	if et := binary.BigEndian.Uint16(f[12:]); l.v6 {
+		return et == etherIPv6 && l.input6(f[ethLen:], buf, size, from)
+	} else if et != etherIPv4 {
 		return false
 	}
 	ip, udp, pl, err := roce.SplitIPPacket(f[ethLen:])
@@ -425,26 +439,49 @@ func (l *Link) input(f []byte, buf []byte, size *int, from *netip.AddrPort) bool
 	return false
 }
 
+// input6 checks an IPv6 packet and copies its UDP payload into buf. The
+// transport verifies IPv6 ICRCs exactly: the fields it cannot know (traffic
+// class, flow label, hop limit) are masked.
+func (l *Link) input6(p []byte, buf []byte, size *int, from *netip.AddrPort) bool {
+	ip, udp, pl, err := roce.SplitIPPacket(p)
+	if err != nil || ip[0]>>4 != 6 || [16]byte(ip[24:40]) != l.lip6 ||
+		binary.BigEndian.Uint16(udp[2:]) != l.local.Port() || len(pl) > cap(buf) {
+		return false
+	}
+	*size = copy(buf[:len(pl)], pl)
+	*from = netip.AddrPortFrom(netip.AddrFrom16([16]byte(ip[8:24])), binary.BigEndian.Uint16(udp[0:]))
+	return true
+}
+
 // Send implements rocev2.Link: each buffer becomes one Ethernet/IPv4/UDP
 // frame in a TX frame of the UMEM; the batch is kicked with one sendto.
 func (l *Link) Send(bufs [][]byte, dst netip.AddrPort) error {
 	if l.closed.Load() {
 		return rocev2.ErrLinkClosed
 	}
-	mac, err := l.neigh.lookup(dst.Addr())
-	if err != nil {
+	var dip [4]byte
+	var dip6 [16]byte
+	if da := dst.Addr().Unmap(); l.v6 && da.Is6() {
+		dip6 = da.As16()
+	} else if !l.v6 && da.Is4() {
+		dip = da.As4()
+	} else {
 		l.txDropped.Add(uint64(len(bufs)))
-		return err
+		return ErrAddrFamily
 	}
 	l.smu.Lock()
 	defer l.smu.Unlock()
 	if l.closed.Load() {
 		return rocev2.ErrLinkClosed
 	}
-	dip := dst.Addr().Unmap().As4()
+	mac, err := l.neigh.lookup(dst.Addr().Unmap())
+	if err != nil {
+		l.txDropped.Add(uint64(len(bufs)))
+		return err
+	}
 	queued := 0
 	for i, b := range bufs {
-		if ethLen+28+len(b) > frameSize || len(b) < roce.ICRCLen {
+		if ethLen+48+len(b) > frameSize || len(b) < roce.ICRCLen {
 			l.txDropped.Add(1)
 			continue
 		}
@@ -459,9 +496,17 @@ func (l *Link) Send(bufs [][]byte, dst netip.AddrPort) error {
 		f := l.umem[addr : addr+frameSize]
 		copy(f[0:6], mac[:])
 		copy(f[6:12], l.mac[:])
-		binary.BigEndian.PutUint16(f[12:], etherIPv4)
-		h := roce.AppendIPv4UDP(f[ethLen:ethLen], l.lip, dip, l.tos, l.ttl, 0, l.local.Port(), dst.Port(), len(b)-roce.ICRCLen)
-		n := ethLen + len(h) + copy(f[ethLen+len(h):], b)
+		var n int
+		if l.v6 {
+			binary.BigEndian.PutUint16(f[12:], etherIPv6)
+			h := roce.AppendIPv6UDP(f[ethLen:ethLen], l.lip6, dip6, l.tos, l.ttl, 0, l.local.Port(), dst.Port(), len(b)-roce.ICRCLen)
+			n = ethLen + len(h) + copy(f[ethLen+len(h):], b)
+			udp6Checksum(f[ethLen:n])
+		} else {
+			binary.BigEndian.PutUint16(f[12:], etherIPv4)
+			h := roce.AppendIPv4UDP(f[ethLen:ethLen], l.lip, dip, l.tos, l.ttl, 0, l.local.Port(), dst.Port(), len(b)-roce.ICRCLen)
+			n = ethLen + len(h) + copy(f[ethLen+len(h):], b)
+		}
 		d := l.tx.desc(l.tx.local)
 		d.Addr, d.Len, d.Options = addr, uint32(n), 0
 		l.tx.local++
@@ -520,4 +565,40 @@ func (l *Link) makeRoom() bool {
 		runtime.Gosched()
 	}
 	return false
+}
+
+// udp6Checksum fills in the UDP checksum of an IPv6 packet without
+// extension headers (RFC 8200 §8.1: mandatory over IPv6; a kernel UDP
+// socket drops datagrams with checksum 0). The ICRC masks the field.
+func udp6Checksum(p []byte) {
+	u := p[40:]
+	u[6], u[7] = 0, 0
+	s := uint64(len(u)) + 17
+	s = sum16(s, p[8:40]) // source and destination addresses
+	s = sum16(s, u)
+	for s>>16 != 0 {
+		s = s&0xFFFF + s>>16
+	}
+	c := ^uint16(s)
+	if c == 0 {
+		c = 0xFFFF
+	}
+	binary.BigEndian.PutUint16(u[6:], c)
+}
+
+// sum16 adds b to the one's-complement sum s as big-endian 16-bit words.
+func sum16(s uint64, b []byte) uint64 {
+	for len(b) >= 8 {
+		v := binary.BigEndian.Uint64(b)
+		s += v>>48 + v>>32&0xFFFF + v>>16&0xFFFF + v&0xFFFF
+		b = b[8:]
+	}
+	for len(b) >= 2 {
+		s += uint64(binary.BigEndian.Uint16(b))
+		b = b[2:]
+	}
+	if len(b) == 1 {
+		s += uint64(b[0]) << 8
+	}
+	return s
 }
