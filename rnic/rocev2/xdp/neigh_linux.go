@@ -21,11 +21,13 @@ var ErrNoNeighbour = errors.New("rocev2/xdp: neighbour not resolved")
 const (
 	neighTTL     = 30 * time.Second // re-read the kernel's entry after this
 	neighTimeout = time.Second      // resolution of an unknown peer
+	neighRetry   = time.Second      // after a failed resolution, drop this long
 )
 
 type neighEntry struct {
-	mac [6]byte
-	exp int64 // unix nanoseconds
+	mac    [6]byte
+	exp    int64 // unix nanoseconds
+	failed bool  // resolution failed: drop until exp
 }
 
 // neighbours caches MAC addresses read from the kernel neighbour table
@@ -58,13 +60,17 @@ func (n *neighbours) close() {
 }
 
 // lookup returns the MAC for dst: cached, else the next hop's entry in the
-// kernel table, else after probing.
+// kernel table, else after probing (up to neighTimeout). A failure is
+// remembered for neighRetry so that retransmissions are dropped at once.
 func (n *neighbours) lookup(dst netip.Addr) ([6]byte, error) {
 	now := time.Now().UnixNano()
 	n.mu.RLock()
 	e, ok := n.m[dst]
 	n.mu.RUnlock()
 	if ok && now < e.exp {
+		if e.failed {
+			return [6]byte{}, ErrNoNeighbour
+		}
 		return e.mac, nil
 	}
 	return n.resolve(dst)
@@ -88,6 +94,9 @@ func (n *neighbours) resolve(dst netip.Addr) ([6]byte, error) {
 			return mac, nil
 		}
 		if time.Now().After(deadline) {
+			n.mu.Lock()
+			n.m[dst] = neighEntry{failed: true, exp: time.Now().Add(neighRetry).UnixNano()}
+			n.mu.Unlock()
 			return [6]byte{}, fmt.Errorf("%w: %v", ErrNoNeighbour, dst)
 		}
 		if !probed {

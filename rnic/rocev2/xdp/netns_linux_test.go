@@ -388,6 +388,15 @@ func TestLinkLifecycle(t *testing.T) {
 	if err := l.Send([][]byte{make([]byte, 40)}, netip.AddrPortFrom(e.addr6[1], 4791)); !errors.Is(err, ErrAddrFamily) {
 		t.Fatalf("IPv6 destination on an IPv4 link: %v", err)
 	}
+	// nobody has 10.199.7.99: resolution fails, and fails again (cached)
+	for range 2 {
+		if err := l.Send([][]byte{make([]byte, 40)}, netip.MustParseAddrPort("10.199.7.99:4791")); !errors.Is(err, ErrNoNeighbour) {
+			t.Fatalf("unresolvable peer: %v", err)
+		}
+	}
+	if st := l.Stats(); st.TxDropped != 3 || st.TxPackets != 0 {
+		t.Fatalf("stats after refused sends: %+v", st)
+	}
 	time.Sleep(50 * time.Millisecond)
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
