@@ -56,13 +56,16 @@
 // each pointing back at its FPDU's length field, and includes Markers in the
 // CRC (§4.3, §4.4). The whole FPDU leaves in one net.Buffers WriteTo
 // (writev on a TCP connection) built from the caller's slices: no payload
-// copy, no allocation.
+// copy, no allocation. QueueFPDU frames the same way into a batch that Flush
+// writes with one WriteTo, so many FPDUs cost one system call.
 //
 // Reader deframes: Next() returns the ULPDU length; the caller reads the
 // DDP header with ReadFull into a small buffer, picks the destination, and
 // ReadFulls the payload straight into it (without Markers, large reads
 // bypass the internal buffer, so data are copied once, kernel to
-// destination); Discard skips;
+// destination; if the io.Reader is a VectoredReader, such a read also
+// refills the buffer with what follows, e.g. the pad, CRC and next header,
+// in the same call); Discard skips;
 // End consumes pad, Markers and CRC and returns *Error CodeCRC (0x02) or
 // CodeMarker (0x03). Data placed before End returns nil are tentative.
 // InBuffered reports read-ahead. io.EOF from Next is a clean end of stream,

@@ -65,6 +65,7 @@ type Conn struct {
 
 	// receiver-owned
 	rxMSN     [4]uint32
+	rxPieces  [][]byte
 	rh        [128]byte
 	cur       *rnic.RecvWQE
 	curGot    uint64
@@ -158,6 +159,7 @@ func newConn(qp *rnic.QP, nc net.Conn, cfg Config, p mpa.Params, initiator bool,
 	c.rd = mpa.NewReader(rxStream(nc), rx)
 	c.wr = mpa.NewWriter(nc, p.TxFraming())
 	c.pieces = make([][]byte, 0, 32)
+	c.rxPieces = make([][]byte, 0, 32)
 	c.sent = make([]*rnic.SendWQE, 0, 64)
 	for i := range c.txMSN {
 		c.txMSN[i] = 1
@@ -321,9 +323,15 @@ func (c *Conn) writeFPDU(hdr []byte, payload [][]byte) error {
 	return c.fpdu(hdr, payload)
 }
 
-// gather sets c.pieces to the bytes [off, off+n) of segs.
-func (c *Conn) gather(segs [][]byte, off, n uint64) [][]byte {
-	p := c.pieces[:0]
+// txGather is gather into the sender's piece list.
+func (c *Conn) txGather(segs [][]byte, off, n uint64) [][]byte {
+	c.pieces = gather(c.pieces, segs, off, n)
+	return c.pieces
+}
+
+// gather returns dst[:0] with the bytes [off, off+n) of segs appended, as subslices.
+func gather(dst, segs [][]byte, off, n uint64) [][]byte {
+	p := dst[:0]
 	for _, s := range segs {
 		if n == 0 {
 			break
@@ -338,7 +346,6 @@ func (c *Conn) gather(segs [][]byte, off, n uint64) [][]byte {
 		n -= k
 		off = 0
 	}
-	c.pieces = p
 	return p
 }
 
@@ -669,7 +676,7 @@ func (c *Conn) sendUntagged(op rdmap.Opcode, inv uint32, segs [][]byte, n uint64
 		k := min(per, n-off)
 		last := off+k == n
 		putUntagged(h, last, op, inv, ddp.QNSend, msn, uint32(off))
-		if err := c.writeFPDU(h, c.gather(segs, off, k)); err != nil {
+		if err := c.writeFPDU(h, c.txGather(segs, off, k)); err != nil {
 			return err
 		}
 		c.qp.CountTx(int(k), 1)
@@ -694,7 +701,7 @@ func (c *Conn) sendTagged(op rdmap.Opcode, stag uint32, to uint64, segs [][]byte
 			c.releaseIRD()
 		}
 		putTagged(h, last, op, stag, to+off)
-		if err := c.writeFPDU(h, c.gather(segs, off, k)); err != nil {
+		if err := c.writeFPDU(h, c.txGather(segs, off, k)); err != nil {
 			return err
 		}
 		c.qp.CountTx(int(k), 1)
@@ -893,22 +900,13 @@ func (c *Conn) sendTerm(te rdmap.TerminateError, hdr []byte, ulpLen int, rr []by
 
 // readInto reads n payload bytes of the current FPDU into segs at offset off.
 func (c *Conn) readInto(segs [][]byte, off, n uint64) error {
-	for _, s := range segs {
-		if n == 0 {
-			break
-		}
-		l := uint64(len(s))
-		if off >= l {
-			off -= l
-			continue
-		}
-		k := min(l-off, n)
-		if err := c.rd.ReadFull(s[off : off+k]); err != nil {
+	c.rxPieces = gather(c.rxPieces, segs, off, n)
+	for _, p := range c.rxPieces {
+		if err := c.rd.ReadFull(p); err != nil {
 			return err
 		}
-		n -= k
-		off = 0
 	}
+	clear(c.rxPieces) // keep no reference to the WQE's memory
 	return nil
 }
 
