@@ -337,3 +337,36 @@ func TestDisconnectWithOutstandingWork(t *testing.T) {
 		}
 	})
 }
+
+// TestCQOverflow: a send CQ that overflows moves the QP writing to it to Error with
+// EventQPFatal (rnic.ErrCQOverflow) and the CQ gets EventCQErr; the connection is
+// aborted, so the peer's QP leaves RTS too.
+func TestCQOverflow(t *testing.T) {
+	noLeak(t)
+	cli, srv := newPair(t, &pairOpts{cqDepth: 2})
+	smr, _ := srv.reg(t, 64, allAccess)
+	cmr, _ := cli.reg(t, 64, allAccess)
+	for i := range 3 {
+		if err := cli.qp.PostSend(&rnic.SendWR{WRID: uint64(i), Opcode: rnic.OpWrite, Flags: rnic.Signaled,
+			SGL: []rnic.SGE{cmr.SGE(0, 8)}, RemoteAddr: smr.Addr(), RKey: smr.RKey()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for fatal, cqErr := false, false; !fatal || !cqErr; {
+		e := waitEvent(t, cli.dev, rnic.EventQPFatal, rnic.EventCQErr)
+		switch {
+		case e.Type == rnic.EventCQErr && e.CQ == cli.scq:
+			cqErr = true
+		case e.Type == rnic.EventQPFatal && e.QP == cli.qp && errors.Is(e.Err, rnic.ErrCQOverflow):
+			fatal = true
+		default:
+			t.Fatalf("event %v", e)
+		}
+	}
+	<-cli.qp.Done()
+	<-srv.qp.Done()
+	var wc [4]rnic.Completion
+	if n, err := cli.scq.Poll(wc[:]); n != 2 || !errors.Is(err, rnic.ErrCQOverflow) {
+		t.Fatalf("poll: %d %v", n, err)
+	}
+}

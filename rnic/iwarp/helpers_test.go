@@ -24,6 +24,7 @@ type pairOpts struct {
 	cliP, srvP ConnParam
 	cap        rnic.QPCap
 	srq        bool
+	cqDepth    int // 0: 4096
 }
 
 func newSide(t testing.TB, o *pairOpts) *side {
@@ -34,8 +35,12 @@ func newSide(t testing.TB, o *pairOpts) *side {
 	}
 	s := &side{dev: d}
 	s.pd, _ = d.AllocPD()
-	s.scq, _ = d.CreateCQ(4096)
-	s.rcq, _ = d.CreateCQ(4096)
+	depth := o.cqDepth
+	if depth == 0 {
+		depth = 4096
+	}
+	s.scq, _ = d.CreateCQ(depth)
+	s.rcq, _ = d.CreateCQ(depth)
 	attr := rnic.QPAttr{SendCQ: s.scq, RecvCQ: s.rcq, Cap: o.cap}
 	if o.srq {
 		srq, err := d.CreateSRQ(s.pd, rnic.SRQAttr{MaxWR: 64, MaxSGE: 4})
