@@ -247,11 +247,18 @@ func TestUCLossDropsMessage(t *testing.T) {
 // applied exactly once (their results are exactly 0..n-1).
 func TestExactlyOnceFaulty(t *testing.T) {
 	const msgs = 10000
-	f := Faults{Drop: 0.05, Duplicate: 0.05, Reorder: 0.05, Corrupt: 0.01}
+	// Losses (drop, corrupt) cost a local ACK timeout whenever the NAK or
+	// the retransmission is lost too, a few hundred times per run. The
+	// timeout must not be short: 8 timeouts without a response fail the QP,
+	// and on a loaded 2-core box under -race the OS has been seen to leave
+	// the responder's receive thread unscheduled for over 200 ms (8 × 16 ms
+	// failed; 8 × 67 ms = 0.5 s has not). The loss rates are kept moderate
+	// so the number of timeouts, and the run time, stay small.
+	f := Faults{Drop: 0.03, Duplicate: 0.05, Reorder: 0.05, Corrupt: 0.01}
 	cf, sf := f, f
 	cf.Seed, sf.Seed = 11, 12
 	cfg := testConfig()
-	cfg.Timeout = 12 // 16 ms: 7 retries must outlast scheduling stalls under -race on a loaded box
+	cfg.Timeout = 14 // 67 ms
 	cfg.Window = 16  // go-back-N: less to resend per loss; with 128 and 8 ms timeouts -race runs congest
 	cli, srv := newPair(t, &pairOpts{cfg: cfg, cliF: cf, srvF: sf, cap: rnic.QPCap{MaxSendWR: 256, MaxRecvWR: 512}})
 	const maxLen = 5000
