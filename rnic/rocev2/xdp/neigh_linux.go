@@ -20,7 +20,7 @@ var ErrNoNeighbour = errors.New("rocev2/xdp: neighbour not resolved")
 
 const (
 	neighTTL     = 30 * time.Second // re-read the kernel's entry after this
-	neighTimeout = time.Second      // resolution of an unknown peer
+	neighTimeout = 3 * time.Second  // resolution of an unknown peer: the kernel's 3 solicitations 1 s apart
 	neighRetry   = time.Second      // after a failed resolution, drop this long
 )
 

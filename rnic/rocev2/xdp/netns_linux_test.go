@@ -10,9 +10,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"os/exec"
 	"runtime"
-	"strings"
 	"testing"
 	"time"
 
@@ -31,9 +29,6 @@ func requirePriv(t testing.TB) {
 	if os.Geteuid() != 0 {
 		t.Skip("SKIP (privileged): AF_XDP netns tests need root (CAP_SYS_ADMIN, CAP_NET_ADMIN, CAP_BPF); running as uid", os.Geteuid())
 	}
-	if _, err := exec.LookPath("ip"); err != nil {
-		t.Skip("SKIP (privileged): iproute2 'ip' not found:", err)
-	}
 	fd, err := unix.Socket(unix.AF_XDP, unix.SOCK_RAW, 0)
 	if err != nil {
 		t.Skip("SKIP (privileged): cannot create an AF_XDP socket (CONFIG_XDP_SOCKETS?):", err)
@@ -41,15 +36,8 @@ func requirePriv(t testing.TB) {
 	unix.Close(fd)
 }
 
-func run(t testing.TB, args ...string) {
-	t.Helper()
-	if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
-		t.Fatalf("ip %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-}
-
 // netEnv is two network namespaces joined by a veth pair, with addresses
-// in 10.199.7.0/24 that exist only inside them.
+// in 10.199.7.0/24 and fd00:199:7::/64 that exist only inside them.
 type netEnv struct {
 	ns    [2]string
 	dev   [2]string
@@ -60,6 +48,9 @@ type netEnv struct {
 
 var envSeq int
 
+// newNetEnv creates the namespaces (named, so they can be entered by
+// name), the veth pair and the addresses with netlink; t.Cleanup deletes
+// the namespaces, which destroys the veths.
 func newNetEnv(t testing.TB, mtu int) *netEnv {
 	t.Helper()
 	envSeq++
@@ -70,16 +61,80 @@ func newNetEnv(t testing.TB, mtu int) *netEnv {
 		addr:  [2]netip.Addr{netip.MustParseAddr("10.199.7.1"), netip.MustParseAddr("10.199.7.2")},
 		addr6: [2]netip.Addr{netip.MustParseAddr("fd00:199:7::1"), netip.MustParseAddr("fd00:199:7::2")},
 	}
-	for _, ns := range e.ns {
-		run(t, "netns", "add", ns)
-		t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", ns).Run() })
-	}
-	run(t, "link", "add", e.dev[0], "netns", e.ns[0], "type", "veth", "peer", "name", e.dev[1], "netns", e.ns[1])
+	var hs [2]netns.NsHandle
+	func() {
+		runtime.LockOSThread()
+		orig, err := netns.Get()
+		if err != nil {
+			runtime.UnlockOSThread()
+			t.Fatal(err)
+		}
+		defer func() {
+			if netns.Set(orig) == nil {
+				runtime.UnlockOSThread()
+			}
+			orig.Close()
+		}()
+		for i, name := range e.ns {
+			if hs[i], err = netns.NewNamed(name); err != nil { // also switches this thread into it
+				t.Fatalf("create netns %s: %v", name, err)
+			}
+			t.Cleanup(func() { _ = netns.DeleteNamed(name) })
+		}
+	}()
+	defer hs[0].Close()
+	defer hs[1].Close()
+	var nl [2]*netlink.Handle
 	for i := range 2 {
-		run(t, "-n", e.ns[i], "link", "set", "lo", "up")
-		run(t, "-n", e.ns[i], "link", "set", e.dev[i], "mtu", fmt.Sprint(mtu), "up")
-		run(t, "-n", e.ns[i], "addr", "add", e.addr[i].String()+"/24", "dev", e.dev[i])
-		run(t, "-n", e.ns[i], "addr", "add", e.addr6[i].String()+"/64", "dev", e.dev[i], "nodad")
+		h, err := netlink.NewHandleAt(hs[i])
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer h.Close()
+		nl[i] = h
+	}
+	veth := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: e.dev[0], MTU: mtu}, PeerName: e.dev[1], PeerNamespace: netlink.NsFd(hs[1])}
+	if err := nl[0].LinkAdd(veth); err != nil {
+		t.Fatalf("veth: %v", err)
+	}
+	for i := range 2 {
+		for _, name := range []string{"lo", e.dev[i]} {
+			l, err := nl[i].LinkByName(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if name != "lo" {
+				if err := nl[i].LinkSetMTU(l, mtu); err != nil {
+					t.Fatal(err)
+				}
+				for _, a := range []netip.Prefix{netip.PrefixFrom(e.addr[i], 24), netip.PrefixFrom(e.addr6[i], 64)} {
+					na := &netlink.Addr{IPNet: &net.IPNet{IP: a.Addr().AsSlice(), Mask: net.CIDRMask(a.Bits(), a.Addr().BitLen())}, Flags: unix.IFA_F_NODAD}
+					if err := nl[i].AddrAdd(l, na); err != nil {
+						t.Fatalf("address %v: %v", a, err)
+					}
+				}
+			}
+			if err := nl[i].LinkSetUp(l); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// Until the kernel's link watcher has seen the carrier (up to a second
+	// later) the veths drop what they are given.
+	deadline := time.Now().Add(5 * time.Second)
+	for i := 0; i < 2; {
+		l, err := nl[i].LinkByName(e.dev[i])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if l.Attrs().OperState == netlink.OperUp {
+			i++
+			continue
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s not operationally up: %v", e.dev[i], l.Attrs().OperState)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 	return e
 }
@@ -167,7 +222,14 @@ func newSide(t testing.TB, l rocev2.Link, cfg *rocev2.Config) *side {
 		t.Fatal(err)
 	}
 	s.ep = rocev2.NewEndpoint(d, l, cfg)
-	t.Cleanup(func() { _ = s.qp.Destroy(); _ = s.ep.Close(); _ = d.Close() })
+	t.Cleanup(func() {
+		if x, ok := l.(*Link); ok && t.Failed() {
+			t.Logf("%v AF_XDP stats at failure: %+v", l.LocalAddr(), x.Stats())
+		}
+		_ = s.qp.Destroy()
+		_ = s.ep.Close()
+		_ = d.Close()
+	})
 	return s
 }
 
@@ -293,7 +355,7 @@ func TestNetnsRC(t *testing.T) {
 			e.v6 = tc.v6
 			cfg := rocev2.DefaultConfig()
 			cfg.MTU = tc.mtu
-			cfg.Timeout = 12
+			cfg.Timeout = 15 // 134 ms: retries outlast -race and a busy shared machine
 			cfgA := *cfg
 			cfgA.StrictICRC = true // the AF_XDP link verifies every header exactly
 			la := e.openLink(t, 0, true, tc.mode, nil)
