@@ -23,6 +23,11 @@ package main
 //
 // Then the client disconnects the data and the communication connections.
 //
+// With --roce both connections are RoCEv2 RC connections made with the IB CM (rnic/rocev2,
+// UDP 4791), as perftest -R does on Linux rxe; only write and read are supported there (a
+// Send test on RoCE relies on RNR retries instead of iWARP's credits, not implemented).
+// The RoCE address is --bind on the server and the route to the server on the client.
+//
 // As with perftest, both ends must be given the same -n for Send tests (the server counts
 // receives) and the server's -s must cover the client's. Not supported: -q > 1, UD/UC,
 // bidirectional (-b), -a, events, -D for Send tests; the peak bandwidth is the best rate
@@ -38,6 +43,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"net"
+	"net/netip"
 	"os"
 	"os/signal"
 	"runtime"
@@ -48,6 +54,8 @@ import (
 	"github.com/softrnic/softrnic/mpa"
 	"github.com/softrnic/softrnic/rnic"
 	"github.com/softrnic/softrnic/rnic/iwarp"
+	"github.com/softrnic/softrnic/rnic/rocev2"
+	"github.com/softrnic/softrnic/roce"
 )
 
 func init() {
@@ -103,6 +111,7 @@ type ptOpts struct {
 	outReads   int
 	gbits      bool
 	crc        bool
+	roce       bool // --roce: RoCEv2 with the IB CM instead of iWARP
 	timeout    time.Duration
 	settle     time.Duration // client: pause after the communication connection is up
 	linger     time.Duration // client: wait for the server to close before disconnecting
@@ -130,6 +139,8 @@ func perftestUsage(w io.Writer) {
 	--report_gbits		report Gb/s instead of MB/s
 	--bind addr		server: listen on this address (default all)
 	--crc			request MPA CRC32c (siw follows the request)
+	--roce			RoCEv2 + IB CM (as perftest -R on rxe); write and read only;
+				the server needs --bind (its RoCE address)
 	--timeout d		give up after the duration d (e.g. 60s)
 	--settle d		client: pause before the first message (default 200ms; see siw_accept)
   ignored: -F, --CPU-freq, -d/--ib-dev, -x/--gid-index, -c RC, -i/--ib-port
@@ -179,6 +190,9 @@ func parsePerftestArgs(args []string) (ptOpts, error) {
 				continue
 			case "crc":
 				o.crc = true
+				continue
+			case "roce":
+				o.roce = true
 				continue
 			case "timeout", "bind", "settle":
 				if !ok {
@@ -253,6 +267,14 @@ func parsePerftestArgs(args []string) (ptOpts, error) {
 		}
 	}
 	o.cqMod = min(o.cqMod, o.txDepth)
+	switch {
+	case o.roce && o.verb == ptSend:
+		return o, errors.New("--roce: only write and read are supported")
+	case o.roce && o.server == "" && o.bind == "":
+		return o, errors.New("--roce: the server needs --bind addr (its RoCE address)")
+	case o.roce && o.crc:
+		return o, errors.New("--crc is an MPA option")
+	}
 	return o, nil
 }
 
@@ -367,6 +389,8 @@ type ptSession struct {
 	ln       *iwarp.Listener
 	commConn *iwarp.Conn
 	dataConn *iwarp.Conn
+	ep       *rocev2.Endpoint // --roce
+	rln      *rocev2.Listener
 
 	commRecv   []byte
 	commRecvMR *rnic.MR
@@ -380,6 +404,7 @@ type ptSession struct {
 	credit   []byte // Send tests: credit counter (client: written by the server; server: source)
 	creditMR *rnic.MR
 
+	closeCtx   context.Context // run's context without the data-QP watch (finish)
 	remVersion float64
 	cycle      int
 	cacheLine  int
@@ -391,8 +416,30 @@ func newPtSession(o ptOpts) (*ptSession, error) {
 	s := &ptSession{o: o, isServer: o.server == "", cycle: ptDefPageSize, cacheLine: ptDefCacheLn}
 	var err error
 	fail := func(e error) (*ptSession, error) { s.close(); return nil, e }
-	if s.dev, err = rnic.Open(rnic.Config{Name: "softrnic0"}); err != nil {
+	devCfg := rnic.Config{Name: "softrnic0"}
+	var laddr netip.Addr
+	if o.roce {
+		if laddr, err = ptLocalAddr(o); err != nil {
+			return fail(err)
+		}
+		devCfg.LocalAddr = laddr.String()
+	}
+	if s.dev, err = rnic.Open(devCfg); err != nil {
 		return fail(err)
+	}
+	if o.roce {
+		link, err := rocev2.ListenUDP(netip.AddrPortFrom(laddr, roce.UDPPort), nil)
+		if err != nil {
+			return fail(fmt.Errorf("RoCEv2 UDP socket on %v: %w", laddr, err))
+		}
+		fix, err := rocev2NeedsPSNFix() // rping_roce.go
+		if err != nil {
+			_ = link.Close()
+			return fail(err)
+		}
+		cfg := rocev2.DefaultConfig()
+		cfg.PeerPort = roce.UDPPort
+		s.ep = rocev2.NewEndpoint(s.dev, &psnLink{Link: link, fix: fix}, cfg)
 	}
 	if s.pd, err = s.dev.AllocPD(); err != nil {
 		return fail(err)
@@ -440,14 +487,37 @@ func (s *ptSession) close() {
 	if s.ln != nil {
 		_ = s.ln.Close()
 	}
+	if s.rln != nil {
+		_ = s.rln.Close()
+	}
 	for _, q := range []*rnic.QP{s.dataQP, s.commQP} {
 		if q != nil {
 			_ = q.Destroy()
 		}
 	}
+	if s.ep != nil {
+		_ = s.ep.Close()
+	}
 	if s.dev != nil {
 		_ = s.dev.Close()
 	}
+}
+
+// ptLocalAddr is the RoCE link's local address: --bind, else the route to the server.
+func ptLocalAddr(o ptOpts) (netip.Addr, error) {
+	if o.bind != "" {
+		a, err := netip.ParseAddr(o.bind)
+		if err != nil {
+			return a, fmt.Errorf("--roce: --bind must be an IP address: %w", err)
+		}
+		return a.Unmap(), nil
+	}
+	c, err := net.Dial("udp", net.JoinHostPort(o.server, strconv.Itoa(roce.UDPPort)))
+	if err != nil {
+		return netip.Addr{}, fmt.Errorf("no route to %s: %w", o.server, err)
+	}
+	defer c.Close()
+	return c.LocalAddr().(*net.UDPAddr).AddrPort().Addr().Unmap(), nil
 }
 
 func (s *ptSession) printf(format string, args ...any) { fmt.Fprintf(s.o.stdout, format, args...) }
@@ -563,24 +633,33 @@ func (s *ptSession) run(ctx context.Context) error {
 		if host == "" {
 			host = "0.0.0.0"
 		}
-		ln, err := iwarp.Listen(s.dev, net.JoinHostPort(host, strconv.Itoa(o.port)), s.config())
-		if err != nil {
-			return fmt.Errorf("rdma_bind_addr: %w", err)
-		}
-		s.ln = ln
-		if o.listening != nil {
-			o.listening(ln.Addr())
+		if o.roce {
+			ln, err := rocev2.Listen(s.ep, net.JoinHostPort(host, strconv.Itoa(o.port)), nil)
+			if err != nil {
+				return fmt.Errorf("rdma_bind_addr: %w", err)
+			}
+			s.rln = ln
+			if o.listening != nil {
+				o.listening(net.UDPAddrFromAddrPort(ln.Addr()))
+			}
+		} else {
+			ln, err := iwarp.Listen(s.dev, net.JoinHostPort(host, strconv.Itoa(o.port)), s.config())
+			if err != nil {
+				return fmt.Errorf("rdma_bind_addr: %w", err)
+			}
+			s.ln = ln
+			if o.listening != nil {
+				o.listening(ln.Addr())
+			}
 		}
 		s.printf("\n************************************\n* Waiting for client to connect... *\n************************************\n")
-		if s.commConn, err = s.accept(ctx, s.commQP, 1); err != nil {
+		if err := s.accept(ctx, s.commQP, 1, &s.commConn); err != nil {
 			return fmt.Errorf("communication connection: %w", err)
 		}
 	} else {
-		c, err := iwarp.Dial(ctx, s.commQP, s.addr(), s.config(), iwarp.ConnParam{IRD: 1, ORD: 1})
-		if err != nil {
+		if err := s.dial(ctx, s.commQP, 1, &s.commConn); err != nil {
 			return fmt.Errorf("communication connection: %w", err)
 		}
-		s.commConn = c
 		// Linux siw (6.1) sends its MPA Reply before it hooks the QP's receive path to the
 		// socket (siw_accept), so an FPDU arriving right behind the Reply can sit unnoticed
 		// in the socket buffer and the exchange hangs. A siw client is never that quick;
@@ -638,7 +717,9 @@ func (s *ptSession) run(ctx context.Context) error {
 	if err := s.connectData(ctx); err != nil {
 		return fmt.Errorf("data connection: %w", err)
 	}
-	// From here an error on the data QP ends waits on the communication QP.
+	// From here an error on the data QP ends waits on the communication QP, except in the
+	// closing sync (finish), when the peer may already be tearing the data connection down.
+	s.closeCtx = ctx
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	go func() {
@@ -671,14 +752,35 @@ func (s *ptSession) run(ctx context.Context) error {
 
 func (s *ptSession) addr() string { return net.JoinHostPort(s.o.server, strconv.Itoa(s.o.port)) }
 
-// accept waits for the next connection request and accepts it on qp.
-func (s *ptSession) accept(ctx context.Context, qp *rnic.QP, depth int) (*iwarp.Conn, error) {
+// accept waits for the next connection request and accepts it on qp (an iWARP connection
+// is stored in *c; a RoCE one lives in the endpoint).
+func (s *ptSession) accept(ctx context.Context, qp *rnic.QP, depth int, c **iwarp.Conn) error {
+	if s.o.roce {
+		req, err := s.rln.Accept(ctx)
+		if err != nil {
+			return err
+		}
+		_, err = req.Accept(qp, rocev2.ConnParam{IRD: depth, ORD: depth})
+		return err
+	}
 	req, err := s.ln.Accept(ctx)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	// The responder takes min(initiator ORD, our IRD) and min(initiator IRD, our ORD).
-	return req.Accept(qp, iwarp.ConnParam{IRD: depth, ORD: depth})
+	*c, err = req.Accept(qp, iwarp.ConnParam{IRD: depth, ORD: depth})
+	return err
+}
+
+// dial connects qp to the server (rdma_connect).
+func (s *ptSession) dial(ctx context.Context, qp *rnic.QP, depth int, c **iwarp.Conn) error {
+	if s.o.roce {
+		_, err := rocev2.Dial(ctx, s.ep, qp, s.addr(), nil, rocev2.ConnParam{IRD: depth, ORD: depth})
+		return err
+	}
+	var err error
+	*c, err = iwarp.Dial(ctx, qp, s.addr(), s.config(), iwarp.ConnParam{IRD: depth, ORD: depth})
+	return err
 }
 
 // connectData makes the data connection: the server accepts the next request on its
@@ -690,15 +792,12 @@ func (s *ptSession) connectData(ctx context.Context) error {
 		depth = s.o.outReads
 	}
 	if s.isServer {
-		c, err := s.accept(ctx, s.dataQP, s.dev.Config().MaxIRD)
-		s.dataConn = c
-		return err
+		ird := s.dev.Config().MaxIRD
+		return s.accept(ctx, s.dataQP, ird, &s.dataConn)
 	}
 	var err error
 	for i := 0; i < 10; i++ {
-		var c *iwarp.Conn
-		if c, err = iwarp.Dial(ctx, s.dataQP, s.addr(), s.config(), iwarp.ConnParam{IRD: depth, ORD: depth}); err == nil {
-			s.dataConn = c
+		if err = s.dial(ctx, s.dataQP, depth, &s.dataConn); err == nil {
 			return nil
 		}
 		if ctx.Err() != nil || s.dataQP.State() != rnic.QPIdle {
@@ -716,7 +815,11 @@ func (s *ptSession) printInfo(mtu int) {
 	o := s.o
 	s.printf("%s                    %v BW Test\n", ptResultLine, o.verb)
 	s.printf(" Dual-port       : OFF\t\tDevice         : %s\n", s.dev.Name())
-	s.printf(" Number of qps   : 1\t\tTransport type : IW\n")
+	tt := "IW"
+	if o.roce {
+		tt = "IB"
+	}
+	s.printf(" Number of qps   : 1\t\tTransport type : %s\n", tt)
 	s.printf(" Connection type : RC\t\tUsing SRQ      : OFF\n")
 	if !s.isServer || o.verb == ptSend {
 		s.printf(" TX depth        : %d\n", o.txDepth)
@@ -858,7 +961,14 @@ func (s *ptSession) runRDMA(ctx context.Context) error {
 // complete (siw_sq_flush: IBV_WC_LOC_QP_OP_ERR), which makes perftest's server exit 1
 // after its final message; then it disconnects both connections. The server waits (at
 // most 5 s each) for the client's disconnects.
+//
+// The closing sync waits on the context without the data-QP watch: a perftest server
+// destroys its data QP right after answering it, and that disconnect can overtake the
+// answer on the communication connection.
 func (s *ptSession) finish(ctx context.Context) error {
+	if s.closeCtx != nil {
+		ctx = s.closeCtx
+	}
 	if _, err := s.handshake(ctx, &s.my); err != nil {
 		return fmt.Errorf("closing sync: %w", err)
 	}

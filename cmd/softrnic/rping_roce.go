@@ -35,8 +35,7 @@ const (
 	madOffset     = 12 + 8
 	madAttrOffset = madOffset + 16 // attribute ID
 	cmDataOffset  = madOffset + 24
-	cmReqPSNOff   = cmDataOffset + 44 // REQ Starting PSN (IBTA Table 99)
-	cmRepPSNOff   = cmDataOffset + 20 // REP Starting PSN (IBTA Table 104)
+	cmReqPSNOff   = cmDataOffset + 44 // REQ Starting PSN (IBTA Table 99; REP's is at 20)
 	cmAttrREQ     = 0x0010
 	cmAttrREP     = 0x0013
 	mgmtClassCM   = 0x07
@@ -46,54 +45,95 @@ const (
 )
 
 // psnLink is a rocev2.Link that translates RC PSNs between rnic/rocev2's and Linux's
-// Starting-PSN conventions for one connection (see the file comment).
+// Starting-PSN conventions (see the file comment), per connection: the REQ and REP of a
+// connection are paired by the active side's comm ID, and an RC packet finds its connection
+// by its destination QPN (the peer's QPN when sent, ours when received).
 type psnLink struct {
 	rocev2.Link
 	fix bool // rocev2 sends from its own message's PSN: translate
 
-	mu               sync.Mutex
-	sent, recvd      uint32 // Starting PSN of the REQ/REP this side sent / received
-	haveSent, haveRx bool
-	firstReq         chan uint32 // probe: PSN of the first RC request sent
+	mu       sync.Mutex
+	conns    map[uint32]*psnConn // by the active side's comm ID
+	byQPN    map[uint64]uint32   // (outbound<<32 | destination QPN) → shift for requests
+	firstReq chan uint32         // probe: PSN of the first RC request sent
+	sent     uint32              // probe: Starting PSN of the last REQ/REP sent
+	recvd    uint32              // probe: Starting PSN of the last REQ/REP received
 
 	sendMu  sync.Mutex
 	scratch [][]byte // translated copies of a batch
 	out     [][]byte
 }
 
-// delta returns the PSN shift for requests (responses get the opposite), 0 until both
-// Starting PSNs are known.
-func (l *psnLink) delta() uint32 {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if !l.fix || !l.haveSent || !l.haveRx {
-		return 0
-	}
-	return (l.recvd - l.sent) & psnMask
+// psnConn is what the link knows of one connection from its REQ and REP.
+type psnConn struct {
+	weActive           bool // this side sent the REQ
+	activeQPN, passQPN uint32
+	reqPSN, repPSN     uint32
+	haveREQ, haveREP   bool
 }
 
-// snoop records the Starting PSN of a REQ or REP MAD in b (sent or received).
+// delta returns the PSN shift for requests (responses get the opposite) of an RC packet to
+// destination QPN qpn, 0 for an unknown connection.
+func (l *psnLink) delta(qpn uint32, outbound bool) uint32 {
+	if !l.fix {
+		return 0
+	}
+	k := uint64(qpn)
+	if outbound {
+		k |= 1 << 32
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.byQPN[k]
+}
+
+// snoop records a REQ or REP MAD in b (sent or received).
 func (l *psnLink) snoop(b []byte, sent bool) {
 	if len(b) < cmReqPSNOff+4 || b[0] != opUDSendOnly || binary.BigEndian.Uint32(b[4:])&psnMask != 1 ||
 		b[madOffset+1] != mgmtClassCM {
 		return
 	}
-	var psn uint32
-	switch binary.BigEndian.Uint16(b[madAttrOffset:]) {
-	case cmAttrREQ:
-		psn = binary.BigEndian.Uint32(b[cmReqPSNOff:]) >> 8
-	case cmAttrREP:
-		psn = binary.BigEndian.Uint32(b[cmRepPSNOff:]) >> 8
-	default:
+	d := b[cmDataOffset:]
+	attr := binary.BigEndian.Uint16(b[madAttrOffset:])
+	if attr != cmAttrREQ && attr != cmAttrREP {
 		return
 	}
 	l.mu.Lock()
-	if sent {
-		l.sent, l.haveSent = psn, true
-	} else {
-		l.recvd, l.haveRx = psn, true
+	defer l.mu.Unlock()
+	if l.conns == nil {
+		l.conns, l.byQPN = make(map[uint32]*psnConn), make(map[uint64]uint32)
 	}
-	l.mu.Unlock()
+	id := binary.BigEndian.Uint32(d[0:]) // REQ: local comm ID = the active side's
+	if attr == cmAttrREP {
+		id = binary.BigEndian.Uint32(d[4:]) // REP: remote comm ID
+	}
+	c := l.conns[id]
+	if c == nil {
+		c = &psnConn{}
+		l.conns[id] = c
+	}
+	var psn uint32
+	if attr == cmAttrREQ {
+		psn = binary.BigEndian.Uint32(d[44:]) >> 8
+		c.weActive, c.activeQPN, c.reqPSN, c.haveREQ = sent, binary.BigEndian.Uint32(d[32:])>>8, psn, true
+	} else {
+		psn = binary.BigEndian.Uint32(d[20:]) >> 8
+		c.passQPN, c.repPSN, c.haveREP = binary.BigEndian.Uint32(d[12:])>>8, psn, true
+	}
+	if sent {
+		l.sent = psn
+	} else {
+		l.recvd = psn
+	}
+	if c.haveREQ && c.haveREP {
+		// The shift is (Starting PSN received) - (Starting PSN sent), both directions.
+		ours, peer, dl := c.passQPN, c.activeQPN, (c.reqPSN-c.repPSN)&psnMask
+		if c.weActive {
+			ours, peer, dl = c.activeQPN, c.passQPN, (c.repPSN-c.reqPSN)&psnMask
+		}
+		l.byQPN[uint64(ours)] = dl
+		l.byQPN[1<<32|uint64(peer)] = dl
+	}
 }
 
 // isResponse reports whether an RC opcode is a READ response or an (atomic) ACK.
@@ -119,17 +159,23 @@ func shift(b []byte, d uint32, src, dst netip.AddrPort) {
 // Send translates copies of the packets (the transport may keep its buffers for
 // retransmission), so the originals are never shifted twice.
 func (l *psnLink) Send(bufs [][]byte, dst netip.AddrPort) error {
-	d := l.delta()
+	need := false
 	for _, b := range bufs {
 		l.snoop(b, true)
-		if l.firstReq != nil && len(b) >= bthLen && b[0]>>5 == 0 && !isResponse(b[0]) {
+		if len(b) < bthLen || b[0]>>5 != 0 {
+			continue
+		}
+		if l.firstReq != nil && !isResponse(b[0]) {
 			select {
 			case l.firstReq <- binary.BigEndian.Uint32(b[8:]) & psnMask:
 			default:
 			}
 		}
+		if l.delta(binary.BigEndian.Uint32(b[4:])&psnMask, true) != 0 {
+			need = true
+		}
 	}
-	if d == 0 {
+	if !need {
 		return l.Link.Send(bufs, dst)
 	}
 	l.sendMu.Lock()
@@ -141,7 +187,9 @@ func (l *psnLink) Send(bufs [][]byte, dst netip.AddrPort) error {
 		}
 		c := append(l.scratch[i][:0], b...)
 		l.scratch[i] = c
-		shift(c, d, l.LocalAddr(), dst)
+		if len(c) >= bthLen {
+			shift(c, l.delta(binary.BigEndian.Uint32(c[4:])&psnMask, true), l.LocalAddr(), dst)
+		}
 		l.out = append(l.out, c)
 	}
 	return l.Link.Send(l.out, dst)
@@ -152,7 +200,9 @@ func (l *psnLink) Recv(bufs [][]byte, sizes []int, from []netip.AddrPort) (int, 
 	for i := 0; i < n; i++ {
 		b := bufs[i][:sizes[i]]
 		l.snoop(b, false)
-		shift(b, l.delta(), from[i], l.LocalAddr())
+		if len(b) >= bthLen {
+			shift(b, l.delta(binary.BigEndian.Uint32(b[4:])&psnMask, false), from[i], l.LocalAddr())
+		}
 	}
 	return n, err
 }
@@ -251,8 +301,8 @@ func rocev2ActiveSendsREQPSN() (bool, error) {
 		pl.mu.Lock()
 		defer pl.mu.Unlock()
 		switch {
-		case !pl.haveSent || !pl.haveRx:
-			return false, fmt.Errorf("PSN probe: REQ/REP not seen")
+		case len(pl.conns) != 1:
+			return false, fmt.Errorf("PSN probe: saw %d connections", len(pl.conns))
 		case psn == pl.sent:
 			return true, nil
 		case psn == pl.recvd:
