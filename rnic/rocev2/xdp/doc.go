@@ -11,12 +11,12 @@
 // mappings and are read and written atomically.
 //
 // An XDP program, built in Go with cilium/ebpf's asm package, is attached
-// to the netdev. It redirects IPv4 and IPv6 UDP packets for the link's UDP
+// to the netdev. It redirects UDP packets for the link's IP address and UDP
 // port (4791, the RoCEv2 port, IBTA Annex A17.2) that arrive on any queue
 // to the socket in an XSK map entry for that queue and passes everything
-// else (ARP, ICMP, other traffic, IP fragments) to the kernel stack; a
-// packet for a queue without a socket is passed too (the redirect's
-// fallback action).
+// else (ARP, neighbour discovery, ICMP, other addresses and ports, IP
+// fragments) to the kernel stack; a packet for a queue without a socket is
+// passed too (the redirect's fallback action).
 //
 // Send builds the Ethernet, IP and UDP headers itself the way rxe does
 // (rxe_net.c prepare4: DF set, IP ID 0, UDP checksum 0; over IPv6 the UDP

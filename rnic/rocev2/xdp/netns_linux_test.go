@@ -107,7 +107,11 @@ func newNetEnv(t testing.TB, mtu int) *netEnv {
 				if err := nl[i].LinkSetMTU(l, mtu); err != nil {
 					t.Fatal(err)
 				}
-				for _, a := range []netip.Prefix{netip.PrefixFrom(e.addr[i], 24), netip.PrefixFrom(e.addr6[i], 64)} {
+				as := []netip.Prefix{netip.PrefixFrom(e.addr[i], 24), netip.PrefixFrom(e.addr6[i], 64)}
+				if i == 0 {
+					as = append(as, netip.PrefixFrom(otherAddr, 24)) // see checkPass
+				}
+				for _, a := range as {
 					na := &netlink.Addr{IPNet: &net.IPNet{IP: a.Addr().AsSlice(), Mask: net.CIDRMask(a.Bits(), a.Addr().BitLen())}, Flags: unix.IFA_F_NODAD}
 					if err := nl[i].AddrAdd(l, na); err != nil {
 						t.Fatalf("address %v: %v", a, err)
@@ -392,31 +396,37 @@ func TestNetnsRC(t *testing.T) {
 	}
 }
 
-// checkPass sends a UDP datagram to another port from namespace 1 to
-// namespace 0 and checks that a kernel socket there receives it.
+// otherAddr is a second address of namespace 0, not the link's.
+var otherAddr = netip.MustParseAddr("10.199.7.3")
+
+// checkPass sends UDP datagrams from namespace 1 to namespace 0 that the
+// XDP program must pass to the kernel stack: to another port of the link's
+// address, and to port 4791 of another address.
 func checkPass(t *testing.T, e *netEnv) {
 	t.Helper()
-	var c *net.UDPConn
-	in(t, e.ns[0], func() {
-		var err error
-		if c, err = net.ListenUDP("udp4", &net.UDPAddr{IP: e.addr[0].AsSlice(), Port: 5000}); err != nil {
-			t.Fatal(err)
+	for _, dst := range []netip.AddrPort{netip.AddrPortFrom(e.addr[0], 5000), netip.AddrPortFrom(otherAddr, roce.UDPPort)} {
+		var c *net.UDPConn
+		in(t, e.ns[0], func() {
+			var err error
+			if c, err = net.ListenUDP("udp4", net.UDPAddrFromAddrPort(dst)); err != nil {
+				t.Fatal(err)
+			}
+		})
+		in(t, e.ns[1], func() {
+			s, err := net.DialUDP("udp4", nil, net.UDPAddrFromAddrPort(dst))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			_, _ = s.Write([]byte("not for the link"))
+		})
+		_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		b := make([]byte, 64)
+		n, err := c.Read(b)
+		c.Close()
+		if err != nil || string(b[:n]) != "not for the link" {
+			t.Errorf("UDP to %v not passed to the kernel: %q %v", dst, b[:n], err)
 		}
-	})
-	defer c.Close()
-	in(t, e.ns[1], func() {
-		s, err := net.DialUDP("udp4", nil, &net.UDPAddr{IP: e.addr[0].AsSlice(), Port: 5000})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer s.Close()
-		_, _ = s.Write([]byte("not roce"))
-	})
-	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
-	b := make([]byte, 64)
-	n, err := c.Read(b)
-	if err != nil || string(b[:n]) != "not roce" {
-		t.Errorf("UDP to port 5000 not passed to the kernel: %q %v", b[:n], err)
 	}
 }
 

@@ -3,6 +3,8 @@
 package xdp
 
 import (
+	"net/netip"
+
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
 )
@@ -15,12 +17,14 @@ const (
 	xdpPass        = 2 // XDP_PASS
 )
 
-// redirectProgram returns the XDP program: IPv4 (unfragmented, any IHL) and
-// IPv6 UDP packets to port are redirected to xsks[rx_queue_index]; all else,
-// and packets for a queue without a socket (bpf_redirect_map's fallback
-// action in the flags argument), pass to the kernel stack. Multi-byte
-// fields are read a byte at a time so the program is endian neutral.
-func redirectProgram(xsks *ebpf.Map, port uint16) asm.Instructions {
+// redirectProgram returns the XDP program for a link on local: UDP packets
+// to local's address and port (IPv4 unfragmented with any IHL, or IPv6
+// without extension headers, as local is) are redirected to
+// xsks[rx_queue_index]; everything else, and packets for a queue without a
+// socket (bpf_redirect_map's fallback action in its flags argument), pass
+// to the kernel stack. Fields are read a byte at a time, so the program is
+// endian neutral and makes no unaligned loads.
+func redirectProgram(xsks *ebpf.Map, local netip.AddrPort) asm.Instructions {
 	const (
 		ctx  = asm.R6
 		data = asm.R2
@@ -46,52 +50,62 @@ func redirectProgram(xsks *ebpf.Map, port uint16) asm.Instructions {
 			asm.JGT.Reg(tmp, end, "pass"),
 		}
 	}
-	label := func(name string, in asm.Instructions) asm.Instructions {
-		in[0] = in[0].WithSymbol(name)
+	// match jumps to pass unless the bytes at data+off are want.
+	match := func(off int16, want []byte) asm.Instructions {
+		var in asm.Instructions
+		for i, b := range want {
+			in = append(in, asm.LoadMem(v, data, off+int16(i), asm.Byte), asm.JNE.Imm(v, int32(b), "pass"))
+		}
 		return in
 	}
-	var p asm.Instructions
-	p = append(p,
+	p := asm.Instructions{
 		asm.Mov.Reg(ctx, asm.R1),
 		asm.LoadMem(data, ctx, mdData, asm.Word),
 		asm.LoadMem(end, ctx, mdDataEnd, asm.Word),
-	)
+	}
 	p = append(p, need(14)...)
 	p = append(p, be16(12)...) // EtherType
-	p = append(p,
-		asm.JEq.Imm(v, 0x86DD, "ipv6"),
-		asm.JNE.Imm(v, 0x0800, "pass"),
-	)
-	// IPv4 (RFC 791): protocol 17, MF clear and fragment offset 0.
-	p = append(p, need(14+20)...)
-	p = append(p,
-		asm.LoadMem(v, data, 14+9, asm.Byte),
-		asm.JNE.Imm(v, 17, "pass"),
-		asm.LoadMem(v, data, 14+6, asm.Byte),
-		asm.LoadMem(w, data, 14+7, asm.Byte),
-		asm.And.Imm(v, 0x3F),
-		asm.Or.Reg(v, w),
-		asm.JNE.Imm(v, 0, "pass"),
-		asm.LoadMem(v, data, 14, asm.Byte),
-		asm.And.Imm(v, 0x0F),
-		asm.LSh.Imm(v, 2),
-		asm.JLT.Imm(v, 20, "pass"),
-		asm.Add.Reg(data, v),
-		asm.Add.Imm(data, 14),
-		asm.Ja.Label("udp"),
-	)
-	// IPv6 (RFC 8200): next header 17 (no extension headers).
-	p = append(p, label("ipv6", need(14+40))...)
-	p = append(p,
-		asm.LoadMem(v, data, 14+6, asm.Byte),
-		asm.JNE.Imm(v, 17, "pass"),
-		asm.Add.Imm(data, 14+40),
-	)
+	if a := local.Addr(); a.Is4() {
+		// IPv4 (RFC 791): protocol 17, MF clear, fragment offset 0,
+		// destination local.
+		ip := a.As4()
+		p = append(p, asm.JNE.Imm(v, 0x0800, "pass"))
+		p = append(p, need(14+20)...)
+		p = append(p,
+			asm.LoadMem(v, data, 14+9, asm.Byte),
+			asm.JNE.Imm(v, 17, "pass"),
+			asm.LoadMem(v, data, 14+6, asm.Byte),
+			asm.LoadMem(w, data, 14+7, asm.Byte),
+			asm.And.Imm(v, 0x3F),
+			asm.Or.Reg(v, w),
+			asm.JNE.Imm(v, 0, "pass"),
+		)
+		p = append(p, match(14+16, ip[:])...)
+		p = append(p,
+			asm.LoadMem(v, data, 14, asm.Byte),
+			asm.And.Imm(v, 0x0F),
+			asm.LSh.Imm(v, 2),
+			asm.JLT.Imm(v, 20, "pass"),
+			asm.Add.Reg(data, v),
+			asm.Add.Imm(data, 14),
+		)
+	} else {
+		// IPv6 (RFC 8200): next header 17, destination local.
+		ip := a.As16()
+		p = append(p, asm.JNE.Imm(v, 0x86DD, "pass"))
+		p = append(p, need(14+40)...)
+		p = append(p,
+			asm.LoadMem(v, data, 14+6, asm.Byte),
+			asm.JNE.Imm(v, 17, "pass"),
+		)
+		p = append(p, match(14+24, ip[:])...)
+		p = append(p, asm.Add.Imm(data, 14+40))
+	}
 	// UDP (RFC 768): destination port.
-	p = append(p, label("udp", need(8))...)
+	p = append(p, need(8)...)
 	p = append(p, be16(2)...)
 	p = append(p,
-		asm.JNE.Imm(v, int32(port), "pass"),
+		asm.JNE.Imm(v, int32(local.Port()), "pass"),
 		asm.LoadMem(asm.R2, ctx, mdRxQueueIndex, asm.Word),
 		asm.LoadMapPtr(asm.R1, xsks.FD()),
 		asm.Mov.Imm(asm.R3, xdpPass),

@@ -248,7 +248,7 @@ func (l *Link) attach(ifindex, queue int, mode Mode) error {
 	}
 	l.prog, err = ebpf.NewProgram(&ebpf.ProgramSpec{
 		Name: "softrnic_roce", Type: ebpf.XDP, License: "Dual BSD/GPL",
-		Instructions: redirectProgram(l.xsks, l.local.Port()),
+		Instructions: redirectProgram(l.xsks, l.local),
 	})
 	if err != nil {
 		return fmt.Errorf("load: %w", err)
