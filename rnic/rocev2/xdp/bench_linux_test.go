@@ -91,6 +91,7 @@ func BenchmarkRCWrite(b *testing.B) {
 				e := newNetEnv(b, 1500)
 				cfg := rocev2.DefaultConfig()
 				cfg.MTU = roce.MTU1024
+				cfg.Timeout = 16 // 268 ms: no RetryExc on a loaded shared machine
 				x, y := newSide(b, e.openLink(b, 0, kind == "xdp", ModeAuto, nil), cfg), newSide(b, e.openLink(b, 1, kind == "xdp", ModeAuto, nil), cfg)
 				connect(b, x, y)
 				smr, _ := x.reg(b, size)

@@ -39,7 +39,7 @@ func requirePriv(t testing.TB) {
 // netEnv is two network namespaces joined by a veth pair, with addresses
 // in 10.199.7.0/24 and fd00:199:7::/64 that exist only inside them.
 type netEnv struct {
-	ns    [2]string
+	ns    [2]netns.NsHandle
 	dev   [2]string
 	addr  [2]netip.Addr
 	addr6 [2]netip.Addr
@@ -48,20 +48,19 @@ type netEnv struct {
 
 var envSeq int
 
-// newNetEnv creates the namespaces (named, so they can be entered by
-// name), the veth pair and the addresses with netlink; t.Cleanup deletes
-// the namespaces, which destroys the veths.
+// newNetEnv creates the namespaces, the veth pair and the addresses with
+// netlink; t.Cleanup drops the namespace handles, and a namespace (with its
+// veth) disappears once the links' sockets in it are closed too.
 func newNetEnv(t testing.TB, mtu int) *netEnv {
 	t.Helper()
 	envSeq++
 	id := fmt.Sprintf("%d%d", os.Getpid()%100000, envSeq)
 	e := &netEnv{
-		ns:    [2]string{"srnxA" + id, "srnxB" + id},
 		dev:   [2]string{"xa" + id, "xb" + id},
 		addr:  [2]netip.Addr{netip.MustParseAddr("10.199.7.1"), netip.MustParseAddr("10.199.7.2")},
 		addr6: [2]netip.Addr{netip.MustParseAddr("fd00:199:7::1"), netip.MustParseAddr("fd00:199:7::2")},
 	}
-	var hs [2]netns.NsHandle
+	hs := &e.ns
 	func() {
 		runtime.LockOSThread()
 		orig, err := netns.Get()
@@ -75,15 +74,16 @@ func newNetEnv(t testing.TB, mtu int) *netEnv {
 			}
 			orig.Close()
 		}()
-		for i, name := range e.ns {
-			if hs[i], err = netns.NewNamed(name); err != nil { // also switches this thread into it
-				t.Fatalf("create netns %s: %v", name, err)
+		for i := range hs {
+			// Unnamed: a namespace lives while a handle, socket or device
+			// refers to it, so nothing outlives the test even if it dies.
+			if hs[i], err = netns.New(); err != nil { // also switches this thread into it
+				t.Fatalf("create netns: %v", err)
 			}
-			t.Cleanup(func() { _ = netns.DeleteNamed(name) })
+			h := hs[i]
+			t.Cleanup(func() { _ = h.Close() })
 		}
 	}()
-	defer hs[0].Close()
-	defer hs[1].Close()
 	var nl [2]*netlink.Handle
 	for i := range 2 {
 		h, err := netlink.NewHandleAt(hs[i])
@@ -145,7 +145,7 @@ func newNetEnv(t testing.TB, mtu int) *netEnv {
 
 // in runs f on a thread switched into namespace ns: sockets, netlink
 // handles and XDP attachments made there stay in ns.
-func in(t testing.TB, ns string, f func()) {
+func in(t testing.TB, ns netns.NsHandle, f func()) {
 	t.Helper()
 	runtime.LockOSThread()
 	orig, err := netns.Get()
@@ -154,13 +154,7 @@ func in(t testing.TB, ns string, f func()) {
 		t.Fatal(err)
 	}
 	defer orig.Close()
-	h, err := netns.GetFromName(ns)
-	if err != nil {
-		runtime.UnlockOSThread()
-		t.Fatal(err)
-	}
-	defer h.Close()
-	if err := netns.Set(h); err != nil {
+	if err := netns.Set(ns); err != nil {
 		runtime.UnlockOSThread()
 		t.Fatal(err)
 	}
