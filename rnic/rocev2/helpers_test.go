@@ -39,7 +39,9 @@ var (
 
 func testConfig() *Config {
 	c := DefaultConfig()
-	c.Timeout = 12 // 16 ms: short, yet 7 retries outlast scheduling stalls under -race
+	// 67 ms: 8 timeouts (1 + retry_cnt 7) must outlast the responder being
+	// unscheduled, which on a loaded 2-core box under -race exceeded 200 ms.
+	c.Timeout = 14
 	c.MinRNRTimer = 1
 	c.MTU = roce.MTU1024
 	return c

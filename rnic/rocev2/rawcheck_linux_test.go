@@ -45,6 +45,11 @@ func TestWireICRCMatchesKernelIPHeader(t *testing.T) {
 	deadline := time.Now().Add(3 * time.Second)
 	for time.Now().Before(deadline) {
 		n, _, err := syscall.Recvfrom(fd, buf, 0)
+		if err == syscall.EINTR || err == syscall.EAGAIN {
+			// Go's preemption signals interrupt the read (SO_RCVTIMEO
+			// disables restarting); the deadline bounds the retries.
+			continue
+		}
 		if err != nil {
 			t.Fatal(err)
 		}
