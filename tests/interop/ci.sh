@@ -23,7 +23,7 @@ cleanup() {
 		if [ -n "${owner:-}" ] && [ -d "/proc/$owner" ]; then
 			continue # its test process is alive: not ours to touch
 		fi
-		if tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q "qemu-system-x86_64"; then
+		if { tr '\0' ' ' <"/proc/$pid/cmdline"; } 2>/dev/null | grep -q "qemu-system-x86_64"; then
 			echo "interop ci: killing leftover qemu pid $pid (netns $ns)"
 			kill -KILL "$pid" 2>/dev/null || true
 		fi
@@ -42,11 +42,11 @@ fi
 cleanup
 
 echo "== interop: guest image (build-guest.sh)"
-timeout 1500 bash "$HERE/build-guest.sh"
+timeout 900 bash "$HERE/build-guest.sh"
 echo "== interop: go test (SOFTRNIC_INTEROP=1)"
 cd "$HERE/../.."
 set +e
-SOFTRNIC_INTEROP=1 timeout 2400 go test -count=1 -v -timeout 35m ./tests/interop/ 2>&1 |
+SOFTRNIC_INTEROP=1 timeout 1380 go test -count=1 -v -timeout 22m ./tests/interop/ 2>&1 |
 	grep --line-buffered -v -E '^\s+(server )?ping data: rdma-ping-' # rping -v payload lines are long; drop them
 rc=${PIPESTATUS[0]}
 set -e
