@@ -43,7 +43,7 @@
 // this link rocev2.Config.StrictICRC can always be set. A UD receiver then
 // sees IP ID 0 in its GRH rather than the sender's.
 //
-// Limits: no VLAN tags or IPv6 extension headers;
+// Limits: Ethernet netdevs only, no VLAN tags or IPv6 extension headers;
 // frames are 4096 bytes and copy mode reserves 256 bytes of headroom, so the
 // largest packet is 3840 bytes and the path MTU at most 2048 (4096 needs
 // larger or multi-buffer frames); one link per netdev (the netdev carries a
@@ -115,7 +115,8 @@ type Stats struct {
 	// ICRCZeroID those accepted because their ICRC matches the canonical
 	// header instead (Options.StrictICRC unset).
 	ICRCErrors, ICRCRestamped, ICRCZeroID uint64
-	// TxDropped counts packets not sent: too long for a frame, no
+	// TxDropped counts packets not sent: longer than the netdev's MTU (as
+	// read at New) or a UMEM frame, of the other address family, no
 	// neighbour, or no free frame after retrying.
 	TxDropped uint64
 	// Kernel XDP socket statistics (XDP_STATISTICS).

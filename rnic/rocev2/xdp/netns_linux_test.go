@@ -463,6 +463,13 @@ func TestLinkLifecycle(t *testing.T) {
 	if st := l.Stats(); st.TxDropped != 3 || st.TxPackets != 0 {
 		t.Fatalf("stats after refused sends: %+v", st)
 	}
+	// longer than the netdev's MTU (1500) allows: dropped, counted
+	if err := l.Send([][]byte{make([]byte, 1500-28+1)}, netip.AddrPortFrom(e.addr[1], 4791)); err != nil {
+		t.Fatal(err)
+	}
+	if st := l.Stats(); st.TxDropped != 4 || st.TxPackets != 0 {
+		t.Fatalf("stats after an oversize send: %+v", st)
+	}
 	time.Sleep(50 * time.Millisecond)
 	if err := l.Close(); err != nil {
 		t.Fatal(err)

@@ -55,6 +55,9 @@ type Link struct {
 	mode   Mode
 	zc     bool
 	strict bool
+	// maxFrame is the longest frame sent: the netdev's MTU (read at New)
+	// plus the Ethernet header, at most a UMEM frame.
+	maxFrame int
 
 	xsks  *ebpf.Map
 	prog  *ebpf.Program
@@ -109,9 +112,17 @@ func New(o Options) (l *Link, err error) {
 		return nil, err
 	}
 	attrs := dev.Attrs()
+	if len(attrs.HardwareAddr) != 6 {
+		nl.Close()
+		return nil, fmt.Errorf("%w: %s is not an Ethernet device", ErrNotSupported, o.Interface)
+	}
 	l = &Link{
 		fd: -1, local: netip.AddrPortFrom(o.Addr.Addr().Unmap(), o.Addr.Port()),
 		batch: o.Batch, tos: o.TOS, ttl: o.TTL, strict: o.StrictICRC,
+		maxFrame: frameSize,
+	}
+	if attrs.MTU > 0 {
+		l.maxFrame = min(frameSize, ethLen+attrs.MTU)
 	}
 	l.v6 = l.local.Addr().Is6()
 	if l.v6 {
@@ -481,7 +492,11 @@ func (l *Link) Send(bufs [][]byte, dst netip.AddrPort) error {
 	}
 	queued := 0
 	for i, b := range bufs {
-		if ethLen+48+len(b) > frameSize || len(b) < roce.ICRCLen {
+		hl := 28
+		if l.v6 {
+			hl = 48
+		}
+		if ethLen+hl+len(b) > l.maxFrame || len(b) < roce.ICRCLen {
 			l.txDropped.Add(1)
 			continue
 		}
@@ -522,22 +537,23 @@ func (l *Link) Send(bufs [][]byte, dst netip.AddrPort) error {
 }
 
 // kick asks the kernel to transmit the TX ring (copy mode transmits in the
-// system call, a bounded number of frames per call).
-func (l *Link) kick() {
+// system call, a bounded number of frames per call). It reports false on
+// an error other than a transient one (e.g. the netdev is down).
+func (l *Link) kick() bool {
 	for range 64 {
 		_, _, e := unix.Syscall6(unix.SYS_SENDTO, uintptr(l.fd), 0, 0, unix.MSG_DONTWAIT, 0, 0)
 		if atomic.LoadUint32(l.tx.cons) == l.tx.local {
-			return
+			return true
 		}
 		switch e {
-		case 0, unix.EAGAIN, unix.EBUSY, unix.ENOBUFS, unix.EINTR:
-		default:
-			return
-		}
-		if e != 0 {
+		case 0:
+		case unix.EAGAIN, unix.EBUSY, unix.ENOBUFS, unix.EINTR:
 			runtime.Gosched()
+		default:
+			return false
 		}
 	}
+	return true
 }
 
 // reclaim moves completed TX frames back to the free list.
@@ -557,10 +573,13 @@ func (l *Link) reclaim() {
 func (l *Link) makeRoom() bool {
 	for range 1000 {
 		l.tx.publish()
-		l.kick()
+		ok := l.kick()
 		l.reclaim()
 		if len(l.txFree) > 0 && l.tx.free() > 0 {
 			return true
+		}
+		if !ok {
+			return false
 		}
 		runtime.Gosched()
 	}
