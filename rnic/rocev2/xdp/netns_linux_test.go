@@ -497,3 +497,56 @@ func TestLinkLifecycle(t *testing.T) {
 		}
 	})
 }
+
+// TestNetnsCM connects through the IB CM (REQ/REP/RTU as UD MADs to QP1)
+// from an AF_XDP endpoint to a UDP-link endpoint and the other way round,
+// then moves data over the connection.
+func TestNetnsCM(t *testing.T) {
+	requirePriv(t)
+	for _, xdpDials := range []bool{true, false} {
+		t.Run(fmt.Sprintf("xdp-dials=%v", xdpDials), func(t *testing.T) {
+			e := newNetEnv(t, 1500)
+			cfg := rocev2.DefaultConfig()
+			cfg.Timeout = 15
+			x := newSide(t, e.openLink(t, 0, true, ModeAuto, nil), cfg)
+			u := newSide(t, e.openLink(t, 1, false, ModeAuto, nil), cfg)
+			cli, srv := x, u
+			if !xdpDials {
+				cli, srv = u, x
+			}
+			l, err := rocev2.Listen(srv.ep, ":7174", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			type res struct {
+				c   *rocev2.Conn
+				err error
+			}
+			rc := make(chan res, 1)
+			go func() {
+				r, err := l.Accept(ctx)
+				if err != nil {
+					rc <- res{nil, err}
+					return
+				}
+				c, err := r.Accept(srv.qp, rocev2.ConnParam{PrivateData: []byte("welcome"), IRD: 4, ORD: 4})
+				rc <- res{c, err}
+			}()
+			cli.conn, err = rocev2.Dial(ctx, cli.ep, cli.qp, netip.AddrPortFrom(srv.ep.LocalAddr().Addr(), 7174).String(), nil,
+				rocev2.ConnParam{PrivateData: []byte("hello"), IRD: 4, ORD: 4})
+			r := <-rc
+			if err != nil || r.err != nil {
+				t.Fatal(err, r.err)
+			}
+			srv.conn = r.c
+			if !bytes.HasPrefix(cli.conn.PrivateData(), []byte("welcome")) {
+				t.Fatalf("reply private data %q", cli.conn.PrivateData())
+			}
+			exercise(t, cli, srv, 3)
+			exercise(t, srv, cli, 4)
+		})
+	}
+}
