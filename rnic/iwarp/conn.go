@@ -1316,20 +1316,21 @@ func (c *Conn) rxAtomicResp(h []byte, n int) bool {
 // rxTerm handles a received Terminate (RFC 5040 §5.4): the oldest outstanding Read or
 // atomic completes with the matching status; the QP goes to Error.
 func (c *Conn) rxTerm(ctrl []byte, plen uint64) bool {
-	word := be.Uint32(ctrl)
-	te := decodeTermWord(word)
+	te := decodeTermWord(be.Uint32(ctrl))
 	// The echoed DDP header (D bit) names the offending message: a Read Request or
 	// atomic request (QN 1) identifies the outstanding WQE by its MSN.
-	var echo [2 + ddp.UntaggedLen]byte
+	var buf [rdmap.TerminateMaxLen]byte
+	n := copy(buf[:], ctrl)
+	k := min(plen, uint64(len(buf)-n))
+	read := c.rd.ReadFull(buf[n:n+int(k)]) == nil
+	_ = c.rd.End()
 	var msn uint32
 	found := false
-	if word&rdmap.TermFlagD != 0 && plen >= uint64(len(echo)) && c.rd.ReadFull(echo[:]) == nil {
-		u := ddp.Untagged(echo[2:])
-		if !u.Tagged() && u.QN() == ddp.QNReadRequest {
+	if t, err := rdmap.ParseTerminate(buf[:n+int(k)]); read && err == nil && t.D && len(t.DDPHeader) == ddp.UntaggedLen {
+		if u := ddp.Untagged(t.DDPHeader); u.QN() == ddp.QNReadRequest {
 			msn, found = uint32(u.MSN()), true
 		}
 	}
-	_ = c.rd.End()
 	c.qp.CountTermRecv()
 	err := &TermError{TerminateError: te}
 	c.setErr(err)
