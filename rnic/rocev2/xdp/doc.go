@@ -43,6 +43,10 @@
 // this link rocev2.Config.StrictICRC can always be set. A UD receiver then
 // sees IP ID 0 in its GRH rather than the sender's.
 //
+// Without Options.AllQueues the link binds one queue; then steer UDP 4791
+// to it (ethtool -N <dev> flow-type udp4 dst-port 4791 action <queue>) or
+// use one queue (ethtool -L <dev> combined 1) on a multi-queue NIC.
+//
 // Limits: Ethernet netdevs only, no VLAN tags or IPv6 extension headers;
 // frames are 4096 bytes and copy mode reserves 256 bytes of headroom, so the
 // largest packet is 3840 bytes and the path MTU at most 2048 (4096 needs
@@ -82,6 +86,10 @@ type Options struct {
 	// Queue is the receive queue the socket binds to (default 0). Packets
 	// for the link that arrive on other queues go to the kernel stack.
 	Queue int
+	// AllQueues binds one socket (each with its own UMEM) to every receive
+	// queue of the netdev instead, for NICs that spread flows over queues
+	// (RSS); Recv serves them round robin and Send uses Queue's.
+	AllQueues bool
 	// Addr is the local IPv4 or IPv6 address (one of the netdev's) and UDP port;
 	// port 0 means 4791.
 	Addr netip.AddrPort

@@ -43,7 +43,8 @@ type netEnv struct {
 	dev   [2]string
 	addr  [2]netip.Addr
 	addr6 [2]netip.Addr
-	v6    bool // openLink uses addr6
+	v6    bool       // openLink uses addr6
+	opts  [2]Options // AF_XDP options of each side (Interface, Addr, Mode are set by openLink)
 }
 
 var envSeq int
@@ -51,7 +52,10 @@ var envSeq int
 // newNetEnv creates the namespaces, the veth pair and the addresses with
 // netlink; t.Cleanup drops the namespace handles, and a namespace (with its
 // veth) disappears once the links' sockets in it are closed too.
-func newNetEnv(t testing.TB, mtu int) *netEnv {
+func newNetEnv(t testing.TB, mtu int) *netEnv { return newNetEnvQ(t, mtu, 1) }
+
+// newNetEnvQ is newNetEnv with veths of the given number of queues.
+func newNetEnvQ(t testing.TB, mtu, queues int) *netEnv {
 	t.Helper()
 	envSeq++
 	id := fmt.Sprintf("%d%d", os.Getpid()%100000, envSeq)
@@ -93,7 +97,8 @@ func newNetEnv(t testing.TB, mtu int) *netEnv {
 		defer h.Close()
 		nl[i] = h
 	}
-	veth := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: e.dev[0], MTU: mtu}, PeerName: e.dev[1], PeerNamespace: netlink.NsFd(hs[1])}
+	veth := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: e.dev[0], MTU: mtu, NumTxQueues: queues, NumRxQueues: queues},
+		PeerName: e.dev[1], PeerNamespace: netlink.NsFd(hs[1]), PeerNumTxQueues: uint32(queues), PeerNumRxQueues: uint32(queues)}
 	if err := nl[0].LinkAdd(veth); err != nil {
 		t.Fatalf("veth: %v", err)
 	}
@@ -178,7 +183,9 @@ func (e *netEnv) openLink(t testing.TB, i int, xdp bool, mode Mode, uo *rocev2.U
 		var err error
 		if xdp {
 			var x *Link
-			x, err = New(Options{Interface: e.dev[i], Addr: a, Mode: mode})
+			o := e.opts[i]
+			o.Interface, o.Addr, o.Mode = e.dev[i], a, mode
+			x, err = New(o)
 			if err == nil {
 				if _, bench := t.(*testing.B); !bench {
 					t.Logf("%s: AF_XDP link mode %v zero-copy %v", e.dev[i], x.Mode(), x.ZeroCopy())
@@ -547,6 +554,36 @@ func TestNetnsCM(t *testing.T) {
 			}
 			exercise(t, cli, srv, 3)
 			exercise(t, srv, cli, 4)
+		})
+	}
+}
+
+// TestNetnsMultiQueue runs RC traffic to an AllQueues link on a two-queue
+// veth: from an AllQueues AF_XDP peer transmitting on queue 1 (a veth
+// delivers on the receive queue of the sender's transmit queue) and from a
+// UDP peer.
+func TestNetnsMultiQueue(t *testing.T) {
+	requirePriv(t)
+	for _, peerXDP := range []bool{true, false} {
+		t.Run(fmt.Sprintf("peer-xdp=%v", peerXDP), func(t *testing.T) {
+			e := newNetEnvQ(t, 1500, 2)
+			e.opts[0].AllQueues = true
+			e.opts[1].Queue = 1
+			e.opts[1].AllQueues = true
+			cfg := rocev2.DefaultConfig()
+			cfg.Timeout = 15
+			la := e.openLink(t, 0, true, ModeAuto, nil).(*Link)
+			if len(la.socks) != 2 {
+				t.Fatalf("%d sockets on a two-queue veth", len(la.socks))
+			}
+			a, b := newSide(t, la, cfg), newSide(t, e.openLink(t, 1, peerXDP, ModeAuto, nil), cfg)
+			connect(t, a, b)
+			exercise(t, a, b, 5)
+			exercise(t, b, a, 6)
+			if peerXDP && la.socks[1].rx.local == 0 {
+				t.Fatal("nothing arrived on queue 1")
+			}
+			t.Logf("packets per queue: %d, %d", la.socks[0].rx.local, la.socks[1].rx.local)
 		})
 	}
 }

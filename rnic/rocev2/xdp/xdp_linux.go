@@ -36,14 +36,11 @@ var ErrAddrFamily = errors.New("rocev2/xdp: destination address family differs f
 
 // Link is a rocev2.Link over an AF_XDP socket (see the package comment).
 type Link struct {
-	fd     int
-	file   *os.File
-	rc     syscall.RawConn
-	umem   []byte
-	fill   ring
-	comp   ring
-	rx     ring
-	tx     ring
+	socks []*xsk // one per bound queue; socks[0] (Options.Queue) transmits
+	// wait is what Recv blocks on: the socket, or with several sockets an
+	// epoll instance holding them all
+	wait   syscall.RawConn
+	epfile *os.File
 	local  netip.AddrPort
 	lip    [4]byte
 	lip6   [16]byte
@@ -67,10 +64,10 @@ type Link struct {
 	closed atomic.Bool
 	rmu    sync.Mutex // Recv (and Close, before unmapping)
 	recvFn func(fd uintptr) bool
-	rReady uint32
+	rReady bool
+	rNext  int // socket Recv looks at first (round robin)
 
-	smu    sync.Mutex // Send (and Close, before unmapping)
-	txFree []uint64   // free TX frames
+	smu sync.Mutex // Send (and Close, before unmapping)
 
 	rxPackets, txPackets, rxDropped, icrcErrors, icrcRestamped, icrcZeroID, txDropped atomic.Uint64
 }
@@ -117,7 +114,7 @@ func New(o Options) (l *Link, err error) {
 		return nil, fmt.Errorf("%w: %s is not an Ethernet device", ErrNotSupported, o.Interface)
 	}
 	l = &Link{
-		fd: -1, local: netip.AddrPortFrom(o.Addr.Addr().Unmap(), o.Addr.Port()),
+		local: netip.AddrPortFrom(o.Addr.Addr().Unmap(), o.Addr.Port()),
 		batch: o.Batch, tos: o.TOS, ttl: o.TTL, strict: o.StrictICRC,
 		maxFrame: frameSize,
 	}
@@ -141,10 +138,28 @@ func New(o Options) (l *Link, err error) {
 		nl.Close()
 		return l, err
 	}
-	if err = l.openSocket(attrs.Index, o.Queue, half, o.ZeroCopy); err != nil {
-		return l, fmt.Errorf("rocev2/xdp: AF_XDP socket on %s queue %d: %w", o.Interface, o.Queue, err)
+	queues := []int{o.Queue}
+	if o.AllQueues { // o.Queue first: it transmits
+		for q := range attrs.NumRxQueues {
+			if q != o.Queue {
+				queues = append(queues, q)
+			}
+		}
 	}
-	if err = l.attach(attrs.Index, o.Queue, o.Mode); err != nil {
+	for _, q := range queues {
+		s, err := openXSK(attrs.Index, q, half, o.ZeroCopy)
+		if s != nil {
+			l.socks = append(l.socks, s)
+		}
+		if err != nil {
+			return l, fmt.Errorf("rocev2/xdp: AF_XDP socket on %s queue %d: %w", o.Interface, q, err)
+		}
+		l.zc = s.zc
+	}
+	if err = l.setupWait(); err != nil {
+		return l, err
+	}
+	if err = l.attach(attrs.Index, o.Mode); err != nil {
 		return l, fmt.Errorf("rocev2/xdp: XDP program on %s: %w", o.Interface, err)
 	}
 	return l, nil
@@ -166,96 +181,167 @@ func getsockopt(fd, level, opt int, p unsafe.Pointer, n uintptr) error {
 	return nil
 }
 
-// openSocket creates the socket, registers the UMEM (2·half frames), maps
-// the four rings (half entries each), fills the fill ring with the first
-// half of the frames and binds to ifindex/queue.
-func (l *Link) openSocket(ifindex, queue, half int, zc bool) error {
+// xsk is one AF_XDP socket with its own UMEM and rings.
+type xsk struct {
+	fd     int
+	queue  int
+	file   *os.File
+	rc     syscall.RawConn
+	umem   []byte
+	fill   ring
+	comp   ring
+	rx     ring
+	tx     ring
+	txFree []uint64 // free TX frames
+	zc     bool
+}
+
+// openXSK creates a socket, registers its UMEM (2·half frames), maps the
+// four rings (half entries each), fills the fill ring with the first half
+// of the frames and binds to ifindex/queue.
+func openXSK(ifindex, queue, half int, zc bool) (s *xsk, err error) {
 	fd, err := unix.Socket(unix.AF_XDP, unix.SOCK_RAW|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	l.fd = fd
-	l.umem, err = unix.Mmap(-1, 0, 2*half*frameSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_POPULATE)
+	s = &xsk{fd: fd, queue: queue}
+	s.umem, err = unix.Mmap(-1, 0, 2*half*frameSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_POPULATE)
 	if err != nil {
-		return err
+		return s, err
 	}
-	reg := unix.XDPUmemReg{Addr: uint64(uintptr(unsafe.Pointer(&l.umem[0]))), Len: uint64(len(l.umem)), Size: frameSize}
+	reg := unix.XDPUmemReg{Addr: uint64(uintptr(unsafe.Pointer(&s.umem[0]))), Len: uint64(len(s.umem)), Size: frameSize}
 	if err := setsockopt(fd, unix.SOL_XDP, unix.XDP_UMEM_REG, unsafe.Pointer(&reg), unsafe.Sizeof(reg)); err != nil {
-		return fmt.Errorf("XDP_UMEM_REG: %w", err)
+		return s, fmt.Errorf("XDP_UMEM_REG: %w", err)
 	}
 	n := int32(half)
 	for _, opt := range []int{unix.XDP_UMEM_FILL_RING, unix.XDP_UMEM_COMPLETION_RING, unix.XDP_RX_RING, unix.XDP_TX_RING} {
 		if err := setsockopt(fd, unix.SOL_XDP, opt, unsafe.Pointer(&n), 4); err != nil {
-			return fmt.Errorf("ring size option %d: %w", opt, err)
+			return s, fmt.Errorf("ring size option %d: %w", opt, err)
 		}
 	}
 	var off unix.XDPMmapOffsets
 	if err := getsockopt(fd, unix.SOL_XDP, unix.XDP_MMAP_OFFSETS, unsafe.Pointer(&off), unsafe.Sizeof(off)); err != nil {
-		return fmt.Errorf("XDP_MMAP_OFFSETS: %w", err)
+		return s, fmt.Errorf("XDP_MMAP_OFFSETS: %w", err)
 	}
-	if l.fill, err = mapRing(fd, off.Fr, unix.XDP_UMEM_PGOFF_FILL_RING, half, 8); err != nil {
-		return err
+	if s.fill, err = mapRing(fd, off.Fr, unix.XDP_UMEM_PGOFF_FILL_RING, half, 8); err != nil {
+		return s, err
 	}
-	if l.comp, err = mapRing(fd, off.Cr, unix.XDP_UMEM_PGOFF_COMPLETION_RING, half, 8); err != nil {
-		return err
+	if s.comp, err = mapRing(fd, off.Cr, unix.XDP_UMEM_PGOFF_COMPLETION_RING, half, 8); err != nil {
+		return s, err
 	}
 	dsz := unsafe.Sizeof(unix.XDPDesc{})
-	if l.rx, err = mapRing(fd, off.Rx, unix.XDP_PGOFF_RX_RING, half, dsz); err != nil {
-		return err
+	if s.rx, err = mapRing(fd, off.Rx, unix.XDP_PGOFF_RX_RING, half, dsz); err != nil {
+		return s, err
 	}
-	if l.tx, err = mapRing(fd, off.Tx, unix.XDP_PGOFF_TX_RING, half, dsz); err != nil {
-		return err
+	if s.tx, err = mapRing(fd, off.Tx, unix.XDP_PGOFF_TX_RING, half, dsz); err != nil {
+		return s, err
 	}
 	for i := range half {
-		*l.fill.addr(l.fill.local) = uint64(i * frameSize)
-		l.fill.local++
+		*s.fill.addr(s.fill.local) = uint64(i * frameSize)
+		s.fill.local++
 	}
-	l.fill.publish()
-	l.txFree = make([]uint64, 0, half)
+	s.fill.publish()
+	s.txFree = make([]uint64, 0, half)
 	for i := half; i < 2*half; i++ {
-		l.txFree = append(l.txFree, uint64(i*frameSize))
+		s.txFree = append(s.txFree, uint64(i*frameSize))
 	}
 	sa := &unix.SockaddrXDP{Ifindex: uint32(ifindex), QueueID: uint32(queue), Flags: unix.XDP_COPY}
 	if zc {
 		sa.Flags = unix.XDP_ZEROCOPY
 		if unix.Bind(fd, sa) == nil {
-			l.zc = true
+			s.zc = true
 		} else {
 			sa.Flags = unix.XDP_COPY
 		}
 	}
-	if !l.zc {
+	if !s.zc {
 		if err := unix.Bind(fd, sa); err != nil {
-			return fmt.Errorf("bind: %w", err)
+			return s, fmt.Errorf("bind: %w", err)
 		}
 	}
 	if err := unix.SetNonblock(fd, true); err != nil {
-		return err
+		return s, err
 	}
 	// The runtime poller waits for the socket (xsk_poll reports EPOLLIN
 	// when the RX ring has entries), so a blocked Recv holds no thread and
 	// Close unblocks it.
-	l.file = os.NewFile(uintptr(fd), "xsk")
-	if l.rc, err = l.file.SyscallConn(); err != nil {
-		return err
+	s.file = os.NewFile(uintptr(fd), "xsk")
+	if s.rc, err = s.file.SyscallConn(); err != nil {
+		return s, err
 	}
-	l.recvFn = func(uintptr) bool {
-		l.rReady = l.rx.ready()
-		return l.rReady > 0 || l.closed.Load()
-	}
-	return nil
+	return s, nil
 }
 
-// attach creates the XSK map with the socket at key queue, loads the
-// redirect program and attaches it in the requested mode.
-func (l *Link) attach(ifindex, queue int, mode Mode) error {
+// close releases the socket, rings and UMEM (callers exclude Send/Recv).
+func (s *xsk) close() {
+	if s.file != nil {
+		_ = s.file.Close()
+	} else if s.fd >= 0 {
+		_ = unix.Close(s.fd)
+	}
+	s.fd = -1
+	for _, r := range []*ring{&s.fill, &s.comp, &s.rx, &s.tx} {
+		r.unmap()
+	}
+	if s.umem != nil {
+		_ = unix.Munmap(s.umem)
+		s.umem = nil
+	}
+}
+
+// setupWait chooses what Recv blocks on: the only socket, or an epoll
+// instance (itself pollable by the runtime) watching every socket.
+func (l *Link) setupWait() error {
+	l.recvFn = func(uintptr) bool {
+		l.rReady = false
+		for _, s := range l.socks {
+			if s.rx.ready() > 0 {
+				l.rReady = true
+				break
+			}
+		}
+		return l.rReady || l.closed.Load()
+	}
+	if len(l.socks) == 1 {
+		l.wait = l.socks[0].rc
+		return nil
+	}
+	ep, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+	if err != nil {
+		return err
+	}
+	for _, s := range l.socks {
+		ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(s.fd)}
+		if err := unix.EpollCtl(ep, unix.EPOLL_CTL_ADD, s.fd, &ev); err != nil {
+			unix.Close(ep)
+			return err
+		}
+	}
+	if err := unix.SetNonblock(ep, true); err != nil {
+		unix.Close(ep)
+		return err
+	}
+	l.epfile = os.NewFile(uintptr(ep), "xsk-epoll")
+	l.wait, err = l.epfile.SyscallConn()
+	return err
+}
+
+// attach creates the XSK map with each socket at the key of its queue,
+// loads the redirect program and attaches it in the requested mode.
+func (l *Link) attach(ifindex int, mode Mode) error {
 	var err error
-	l.xsks, err = ebpf.NewMap(&ebpf.MapSpec{Name: "softrnic_xsks", Type: ebpf.XSKMap, KeySize: 4, ValueSize: 4, MaxEntries: uint32(max(queue+1, 64))})
+	n := 64
+	for _, s := range l.socks {
+		n = max(n, s.queue+1)
+	}
+	l.xsks, err = ebpf.NewMap(&ebpf.MapSpec{Name: "softrnic_xsks", Type: ebpf.XSKMap, KeySize: 4, ValueSize: 4, MaxEntries: uint32(n)})
 	if err != nil {
 		return fmt.Errorf("XSK map: %w", err)
 	}
-	if err = l.xsks.Put(uint32(queue), uint32(l.fd)); err != nil {
-		return fmt.Errorf("XSK map update: %w", err)
+	for _, s := range l.socks {
+		if err = l.xsks.Put(uint32(s.queue), uint32(s.fd)); err != nil {
+			return fmt.Errorf("XSK map update: %w", err)
+		}
 	}
 	l.prog, err = ebpf.NewProgram(&ebpf.ProgramSpec{
 		Name: "softrnic_roce", Type: ebpf.XDP, License: "Dual BSD/GPL",
@@ -297,12 +383,17 @@ func (l *Link) Stats() Stats {
 		RxPackets: l.rxPackets.Load(), TxPackets: l.txPackets.Load(), RxDropped: l.rxDropped.Load(),
 		ICRCErrors: l.icrcErrors.Load(), ICRCRestamped: l.icrcRestamped.Load(), ICRCZeroID: l.icrcZeroID.Load(), TxDropped: l.txDropped.Load(),
 	}
-	if l.rc != nil {
+	for _, x := range l.socks {
+		if x.rc == nil {
+			continue
+		}
 		var ks unix.XDPStatistics
-		_ = l.rc.Control(func(fd uintptr) {
+		_ = x.rc.Control(func(fd uintptr) {
 			_ = getsockopt(int(fd), unix.SOL_XDP, unix.XDP_STATISTICS, unsafe.Pointer(&ks), unsafe.Sizeof(ks))
 		})
-		s.KernelRxDropped, s.KernelRxRingFull, s.KernelFillRingEmpty = ks.Rx_dropped, ks.Rx_ring_full, ks.Rx_fill_ring_empty_descs
+		s.KernelRxDropped += ks.Rx_dropped
+		s.KernelRxRingFull += ks.Rx_ring_full
+		s.KernelFillRingEmpty += ks.Rx_fill_ring_empty_descs
 	}
 	return s
 }
@@ -317,8 +408,14 @@ func (l *Link) Close() error {
 		_ = l.xlink.Close()
 		l.xlink = nil
 	}
-	if l.file != nil {
-		_ = l.file.Close() // wakes a Recv blocked in the poller
+	// wake a Recv blocked in the poller
+	if l.epfile != nil {
+		_ = l.epfile.Close()
+	}
+	for _, s := range l.socks {
+		if s.file != nil {
+			_ = s.file.Close()
+		}
 	}
 	l.rmu.Lock()
 	l.smu.Lock()
@@ -342,18 +439,11 @@ func (l *Link) release() {
 		_ = l.xsks.Close()
 		l.xsks = nil
 	}
-	if l.file != nil {
-		_ = l.file.Close()
-	} else if l.fd >= 0 {
-		_ = unix.Close(l.fd)
+	if l.epfile != nil {
+		_ = l.epfile.Close()
 	}
-	l.fd = -1
-	for _, r := range []*ring{&l.fill, &l.comp, &l.rx, &l.tx} {
-		r.unmap()
-	}
-	if l.umem != nil {
-		_ = unix.Munmap(l.umem)
-		l.umem = nil
+	for _, s := range l.socks {
+		s.close()
 	}
 	if l.neigh != nil {
 		l.neigh.close()
@@ -374,7 +464,7 @@ func (l *Link) Recv(bufs [][]byte, sizes []int, from []netip.AddrPort) (int, err
 		if l.closed.Load() {
 			return 0, rocev2.ErrLinkClosed
 		}
-		if err := l.rc.Read(l.recvFn); err != nil {
+		if err := l.wait.Read(l.recvFn); err != nil {
 			if l.closed.Load() || errors.Is(err, os.ErrClosed) {
 				return 0, rocev2.ErrLinkClosed
 			}
@@ -383,22 +473,32 @@ func (l *Link) Recv(bufs [][]byte, sizes []int, from []netip.AddrPort) (int, err
 		if l.closed.Load() {
 			return 0, rocev2.ErrLinkClosed
 		}
-		avail := min(l.rReady, uint32(len(bufs)))
 		n := 0
-		for range avail {
-			d := l.rx.desc(l.rx.local)
-			addr, ln := d.Addr, uint64(d.Len)
-			l.rx.local++
-			if addr+ln <= uint64(len(l.umem)) && l.input(l.umem[addr:addr+ln], bufs[n], &sizes[n], &from[n]) {
-				n++
-			} else {
-				l.rxDropped.Add(1)
+		for k := range len(l.socks) {
+			if n == len(bufs) {
+				break
 			}
-			*l.fill.addr(l.fill.local) = addr &^ (frameSize - 1)
-			l.fill.local++
+			s := l.socks[(l.rNext+k)%len(l.socks)]
+			avail := min(s.rx.ready(), uint32(len(bufs)-n))
+			if avail == 0 {
+				continue
+			}
+			for range avail {
+				d := s.rx.desc(s.rx.local)
+				addr, ln := d.Addr, uint64(d.Len)
+				s.rx.local++
+				if addr+ln <= uint64(len(s.umem)) && l.input(s.umem[addr:addr+ln], bufs[n], &sizes[n], &from[n]) {
+					n++
+				} else {
+					l.rxDropped.Add(1)
+				}
+				*s.fill.addr(s.fill.local) = addr &^ (frameSize - 1)
+				s.fill.local++
+			}
+			s.rx.release()
+			s.fill.publish()
 		}
-		l.rx.release()
-		l.fill.publish()
+		l.rNext++
 		if n > 0 {
 			l.rxPackets.Add(uint64(n))
 			return n, nil
@@ -490,6 +590,7 @@ func (l *Link) Send(bufs [][]byte, dst netip.AddrPort) error {
 		l.txDropped.Add(uint64(len(bufs)))
 		return err
 	}
+	s := l.socks[0]
 	queued := 0
 	for i, b := range bufs {
 		hl := 28
@@ -500,15 +601,15 @@ func (l *Link) Send(bufs [][]byte, dst netip.AddrPort) error {
 			l.txDropped.Add(1)
 			continue
 		}
-		if len(l.txFree) == 0 || l.tx.free() == 0 {
-			if !l.makeRoom() {
+		if len(s.txFree) == 0 || s.tx.free() == 0 {
+			if !s.makeRoom() {
 				l.txDropped.Add(uint64(len(bufs) - i))
 				break // like a full socket buffer: the transport retransmits
 			}
 		}
-		addr := l.txFree[len(l.txFree)-1]
-		l.txFree = l.txFree[:len(l.txFree)-1]
-		f := l.umem[addr : addr+frameSize]
+		addr := s.txFree[len(s.txFree)-1]
+		s.txFree = s.txFree[:len(s.txFree)-1]
+		f := s.umem[addr : addr+frameSize]
 		copy(f[0:6], mac[:])
 		copy(f[6:12], l.mac[:])
 		var n int
@@ -522,15 +623,15 @@ func (l *Link) Send(bufs [][]byte, dst netip.AddrPort) error {
 			h := roce.AppendIPv4UDP(f[ethLen:ethLen], l.lip, dip, l.tos, l.ttl, 0, l.local.Port(), dst.Port(), len(b)-roce.ICRCLen)
 			n = ethLen + len(h) + copy(f[ethLen+len(h):], b)
 		}
-		d := l.tx.desc(l.tx.local)
+		d := s.tx.desc(s.tx.local)
 		d.Addr, d.Len, d.Options = addr, uint32(n), 0
-		l.tx.local++
+		s.tx.local++
 		queued++
 	}
 	if queued > 0 {
-		l.tx.publish()
-		l.kick()
-		l.reclaim()
+		s.tx.publish()
+		s.kick()
+		s.reclaim()
 		l.txPackets.Add(uint64(queued))
 	}
 	return nil
@@ -539,10 +640,10 @@ func (l *Link) Send(bufs [][]byte, dst netip.AddrPort) error {
 // kick asks the kernel to transmit the TX ring (copy mode transmits in the
 // system call, a bounded number of frames per call). It reports false on
 // an error other than a transient one (e.g. the netdev is down).
-func (l *Link) kick() bool {
+func (s *xsk) kick() bool {
 	for range 64 {
-		_, _, e := unix.Syscall6(unix.SYS_SENDTO, uintptr(l.fd), 0, 0, unix.MSG_DONTWAIT, 0, 0)
-		if atomic.LoadUint32(l.tx.cons) == l.tx.local {
+		_, _, e := unix.Syscall6(unix.SYS_SENDTO, uintptr(s.fd), 0, 0, unix.MSG_DONTWAIT, 0, 0)
+		if atomic.LoadUint32(s.tx.cons) == s.tx.local {
 			return true
 		}
 		switch e {
@@ -557,25 +658,25 @@ func (l *Link) kick() bool {
 }
 
 // reclaim moves completed TX frames back to the free list.
-func (l *Link) reclaim() {
-	n := l.comp.ready()
+func (s *xsk) reclaim() {
+	n := s.comp.ready()
 	for range n {
-		l.txFree = append(l.txFree, *l.comp.addr(l.comp.local)&^(frameSize-1))
-		l.comp.local++
+		s.txFree = append(s.txFree, *s.comp.addr(s.comp.local)&^(frameSize-1))
+		s.comp.local++
 	}
 	if n > 0 {
-		l.comp.release()
+		s.comp.release()
 	}
 }
 
 // makeRoom publishes what is queued, kicks and reclaims until a TX frame
 // and a TX ring slot are free.
-func (l *Link) makeRoom() bool {
+func (s *xsk) makeRoom() bool {
 	for range 1000 {
-		l.tx.publish()
-		ok := l.kick()
-		l.reclaim()
-		if len(l.txFree) > 0 && l.tx.free() > 0 {
+		s.tx.publish()
+		ok := s.kick()
+		s.reclaim()
+		if len(s.txFree) > 0 && s.tx.free() > 0 {
 			return true
 		}
 		if !ok {
