@@ -296,3 +296,38 @@ func BenchmarkICRCIDShiftUncached(b *testing.B) {
 		sinkU32 = crcXPow(crcXInv, uint(32+8*(22+4124)))
 	}
 }
+
+// FuzzSolveICRCIPv4ID: for any transport bytes, addresses, ports and ID,
+// the solver recovers the ID from the ICRC computed with it; a flip of one
+// bit of the transport bytes is never accepted (see
+// TestSolveICRCIPv4IDFlipDistances); arbitrary inputs do not panic.
+func FuzzSolveICRCIPv4ID(f *testing.F) {
+	f.Add([]byte("0123456789ab"), uint32(0x0a000001), uint32(0x0a000002), uint16(49152), uint16(0x1234), uint32(0), uint32(0))
+	f.Add(make([]byte, 1100), uint32(0xc0a84e02), uint32(0xc0a84e01), uint16(4791), uint16(0), uint32(77), uint32(5))
+	f.Fuzz(func(t *testing.T, ib []byte, src, dst uint32, sport, id uint16, flip, junk uint32) {
+		_, _ = SolveICRCIPv4ID(junk, flip, int(int32(junk)))
+		if len(ib) > 2*icrcIDCacheLen {
+			return
+		}
+		var s, d [4]byte
+		binary.BigEndian.PutUint32(s[:], src)
+		binary.BigEndian.PutUint32(d[:], dst)
+		got := ICRCv4(s, d, id, true, sport, UDPPort, ib)
+		c0 := ICRCv4(s, d, 0, true, sport, UDPPort, ib)
+		if sid, ok := SolveICRCIPv4ID(c0, got, len(ib)); !ok || sid != id {
+			t.Fatalf("id %#04x solved as %#04x ok=%v", id, sid, ok)
+		}
+		if len(ib) == 0 {
+			return
+		}
+		bit := int(flip % uint32(8*len(ib)))
+		if len(ib) >= 5 && bit/8 == 4 {
+			return // BTH byte 4 is masked
+		}
+		bad := append([]byte(nil), ib...)
+		bad[bit/8] ^= 1 << (bit % 8)
+		if _, ok := SolveICRCIPv4ID(ICRCv4(s, d, 0, true, sport, UDPPort, bad), got, len(ib)); ok {
+			t.Fatalf("flip of bit %d accepted", bit)
+		}
+	})
+}
