@@ -49,7 +49,10 @@
 // ICRCAddTransport (the buffer starting with the BTH) and ICRCAdd (the
 // payload and pad). VerifyICRC checks a whole IP packet. ICRC works from
 // real IP and UDP headers. Note that the IPv4 ICRC covers the IP ID and the
-// flags, so a receiver on a plain UDP socket cannot verify it exactly.
+// flags, so a receiver on a plain UDP socket cannot verify it exactly:
+// SolveICRCIPv4ID takes the ICRC computed with ID 0 (and DF) and the one
+// received and returns the ID that makes them agree, if any (CRC linearity;
+// a 16-bit check that detects every single-bit error).
 // AppendCNP builds a congestion notification packet. For raw or AF_XDP
 // links, AppendIPv4UDP and AppendIPv6UDP write the IP and UDP headers as
 // rxe does (DF set, UDP checksum 0).
