@@ -2,8 +2,11 @@
 // (rocev2.Link): the endpoint's packets bypass the kernel UDP stack in both
 // directions.
 //
-// A [Link] binds one AF_XDP socket to one receive queue of a netdev. Its
-// UMEM (one memory area split into fixed frames) is shared with the kernel
+// A [Link] binds an AF_XDP socket to one receive queue of a netdev (or one
+// to each queue, [Options].AllQueues). A socket's UMEM (one memory area
+// split into 4096-byte frames, half for reception, half for transmission;
+// Recv and Send copy between them and the transport's buffers) is shared
+// with the kernel
 // through four single-producer/single-consumer rings: the fill ring hands
 // free frames to the kernel for reception, the RX ring returns filled
 // frames, the TX ring carries frames to transmit and the completion ring
@@ -22,10 +25,11 @@
 // (rxe_net.c prepare4: DF set, IP ID 0, UDP checksum 0; over IPv6 the UDP
 // checksum is filled in, RFC 8200 §8.1), so the ICRC the transport
 // computed with IP ID 0 is right on the wire. The link is IPv4 or IPv6 as
-// its local address is. The destination MAC
-// comes from the kernel neighbour table (the route's gateway for off-link
-// peers); when the peer is unknown a datagram to its discard port (9) is
-// sent through an ordinary UDP socket to make the kernel resolve it.
+// its local address is. The destination MAC comes from the kernel
+// neighbour table (the route's gateway for off-link peers), cached for 30
+// s; when the peer is unknown a datagram to its discard port (9) is sent
+// through an ordinary UDP socket to make the kernel resolve it, and Send
+// waits up to 3 s (an unresolved peer is then refused for a second).
 //
 // ICRC: unlike a UDP socket, this link sees the real IP header of every
 // received packet, so the ICRC (IBTA Annex A17.3.3) is verified exactly.
@@ -39,13 +43,18 @@
 // IDs 0, 1, 2… after the ICRC was computed with 0): it is accepted and
 // counted (ICRCZeroID) unless Options.StrictICRC is set, which drops it as
 // rxe would. Anything else is dropped and counted (ICRCErrors). The check
-// is exact either way (a 32-bit CRC against at most two headers), so with
+// stays a full 32-bit check (against at most two headers), so with
 // this link rocev2.Config.StrictICRC can always be set. A UD receiver then
 // sees IP ID 0 in its GRH rather than the sender's.
 //
-// Without Options.AllQueues the link binds one queue; then steer UDP 4791
-// to it (ethtool -N <dev> flow-type udp4 dst-port 4791 action <queue>) or
-// use one queue (ethtool -L <dev> combined 1) on a multi-queue NIC.
+// Without Options.AllQueues the link binds one queue; on a multi-queue NIC
+// then steer UDP 4791 to it (ethtool -N <dev> flow-type udp4 dst-port 4791
+// action <queue>) or use one queue (ethtool -L <dev> combined 1).
+//
+// Modes: the program attaches in driver mode when the netdev supports it
+// (veth does), else in generic mode; sockets bind in copy mode, or
+// zero-copy when asked ([Options].ZeroCopy) and the driver offers it
+// (veth does not, so zero-copy is untested).
 //
 // Limits: Ethernet netdevs only, no VLAN tags or IPv6 extension headers;
 // frames are 4096 bytes and copy mode reserves 256 bytes of headroom, so the
