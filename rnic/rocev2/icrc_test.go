@@ -187,16 +187,22 @@ func TestUDGRHCarriesSolvedIPID(t *testing.T) {
 // RC WRITE with a non-zero IPv4 ID (parse, ICRC with ID 0, solve) up to the
 // QP lookup, which finds no QP: the packet is counted and dropped.
 func BenchmarkInputICRCIDSolved(b *testing.B) {
-	benchInput(b, false)
+	benchInput(b, 0x4321, false)
 }
 
-// BenchmarkInputICRCCorrupt is the same packet corrupted: dropped as an
-// ICRC error after the solver finds no ID.
+// BenchmarkInputICRCExact is the same packet sent with IP ID 0: verified
+// exactly, no solving (the baseline for the solver's cost).
+func BenchmarkInputICRCExact(b *testing.B) {
+	benchInput(b, 0, false)
+}
+
+// BenchmarkInputICRCCorrupt is the ID-solved packet corrupted: dropped as
+// an ICRC error after the solver finds no ID.
 func BenchmarkInputICRCCorrupt(b *testing.B) {
-	benchInput(b, true)
+	benchInput(b, 0x4321, true)
 }
 
-func benchInput(b *testing.B, corrupt bool) {
+func benchInput(b *testing.B, id uint16, corrupt bool) {
 	n := NewMemNet()
 	from := netip.MustParseAddrPort("10.0.0.1:4791")
 	to := netip.MustParseAddrPort("10.0.0.2:4791")
@@ -208,7 +214,7 @@ func benchInput(b *testing.B, corrupt bool) {
 	h := roce.Header{Opcode: roce.RCWriteOnly, PKey: roce.DefaultPKey, DestQP: 0xabcd, PSN: 1, VA: 0x1000, RKey: 7, DMALen: 4096}
 	pkt := h.Append(nil, 4096)
 	pkt = append(pkt, make([]byte, 4096)...)
-	pkt = roce.AppendICRC(pkt, roce.ICRCv4(from.Addr().As4(), to.Addr().As4(), 0x4321, true, from.Port(), to.Port(), pkt))
+	pkt = roce.AppendICRC(pkt, roce.ICRCv4(from.Addr().As4(), to.Addr().As4(), id, true, from.Port(), to.Port(), pkt))
 	if corrupt {
 		pkt[100] ^= 0x10
 	}
@@ -219,7 +225,7 @@ func benchInput(b *testing.B, corrupt bool) {
 		ep.input(r, pkt, from, to)
 	}
 	if corrupt && (ep.ICRCErrors.Load() == 0 || ep.ICRCIDSolved.Load() != 0) ||
-		!corrupt && (ep.ICRCIDSolved.Load() == 0 || ep.ICRCErrors.Load() != 0) {
+		!corrupt && ((ep.ICRCIDSolved.Load() == 0) != (id == 0) || ep.ICRCErrors.Load() != 0) {
 		b.Fatalf("errors %d solved %d", ep.ICRCErrors.Load(), ep.ICRCIDSolved.Load())
 	}
 }
