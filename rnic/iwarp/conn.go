@@ -623,12 +623,11 @@ func (c *Conn) sendWQE(w *rnic.SendWQE) error {
 		if len(w.SGL) > 0 {
 			e.sinkSTag, e.sinkTO = w.SGL[0].LKey, w.SGL[0].Addr
 		}
-		rr := readReq{sinkSTag: e.sinkSTag, sinkTO: e.sinkTO, size: uint32(w.Len), srcSTag: w.RKey, srcTO: w.RemoteAddr}
 		e.msn = c.txMSN[1]
 		c.mu.Lock()
 		c.orq.push(e)
 		c.mu.Unlock()
-		return c.sendReadReq(&rr)
+		return c.sendReadReq(e.sinkSTag, e.sinkTO, uint32(w.Len), w.RKey, w.RemoteAddr)
 	case rnic.OpAtomicCmpSwap, rnic.OpAtomicFetchAdd:
 		if !c.ext || c.ord == 0 {
 			return c.localError(w, rnic.StatusLocQPOpErr, rnic.EventQPReqErr)
@@ -727,11 +726,12 @@ func (c *Conn) sendImm(w *rnic.SendWQE) error {
 	return nil
 }
 
-func (c *Conn) sendReadReq(rr *readReq) error {
+// sendReadReq sends an RDMA Read Request (RFC 5040 §4.4) on QN 1.
+func (c *Conn) sendReadReq(sinkSTag uint32, sinkTO uint64, size, srcSTag uint32, srcTO uint64) error {
 	h := c.hdr[:ddp.UntaggedLen+rdmap.ReadRequestLen]
 	putUntagged(h, true, rdmap.OpReadRequest, 0, ddp.QNReadRequest, c.txMSN[1], 0)
 	c.txMSN[1]++
-	rr.put(h[ddp.UntaggedLen:])
+	rdmap.ReadRequest(h[ddp.UntaggedLen:]).Init(sinkSTag, sinkTO, size, srcSTag, srcTO)
 	if err := c.writeFPDU(h, nil); err != nil {
 		return err
 	}
@@ -751,7 +751,7 @@ func (c *Conn) sendRTR() error {
 		c.mu.Lock()
 		c.orq.push(orqEntry{kind: orqRTR, sinkSTag: 1})
 		c.mu.Unlock()
-		return c.sendReadReq(&readReq{sinkSTag: 1, srcSTag: 1})
+		return c.sendReadReq(1, 0, 0, 1, 0)
 	case c.params.RTR&mpa.RTRSend != 0:
 		return c.sendUntagged(rdmap.OpSend, 0, nil, 0)
 	}
@@ -1003,15 +1003,14 @@ func (c *Conn) rtr(op rdmap.Opcode, h []byte, n int, plen uint64) (ok, handled b
 	case op == rdmap.OpWrite && plen == 0 && types&mpa.RTRWrite != 0:
 		return c.end(), true
 	case op == rdmap.OpReadRequest && types&mpa.RTRRead != 0:
-		var rr readReq
-		rr.get(h[ddp.UntaggedLen:])
-		if rr.size == 0 {
+		rr := rdmap.ReadRequest(h[ddp.UntaggedLen:]) // segment checked its length
+		if rr.Size() == 0 {
 			if !c.end() {
 				return false, true
 			}
 			c.rxMSN[1]++
 			c.mu.Lock()
-			c.irq.push(irqEntry{sinkSTag: rr.sinkSTag, sinkTO: rr.sinkTO})
+			c.irq.push(irqEntry{sinkSTag: rr.SinkSTag(), sinkTO: rr.SinkTO()})
 			c.mu.Unlock()
 			c.wake()
 			return true, true
@@ -1203,8 +1202,7 @@ func (c *Conn) rxReadReq(h []byte, n int) bool {
 		c.sendTerm(rdmap.FromDDP(ddp.ErrMSNRange), h[:ddp.UntaggedLen], n, h[ddp.UntaggedLen:])
 		return false
 	}
-	var rr readReq
-	rr.get(h[ddp.UntaggedLen:])
+	rr := rdmap.ReadRequest(h[ddp.UntaggedLen:]) // segment checked its length
 	c.mu.Lock()
 	full := c.inboundFull()
 	c.mu.Unlock()
@@ -1215,9 +1213,9 @@ func (c *Conn) rxReadReq(h []byte, n int) bool {
 		return false
 	}
 	var src []byte
-	if rr.size > 0 { // RFC 5040 §5.2.1: a zero-length Read's source MUST NOT be validated
+	if rr.Size() > 0 { // RFC 5040 §5.2.1: a zero-length Read's source MUST NOT be validated
 		var err error
-		src, err = c.qp.ResolveRemote(rr.srcSTag, rr.srcTO, uint64(rr.size), rnic.AccessRemoteRead)
+		src, err = c.qp.ResolveRemote(rr.SrcSTag(), rr.SrcTO(), uint64(rr.Size()), rnic.AccessRemoteRead)
 		if err != nil {
 			c.sendTerm(readTerm(err), h[:ddp.UntaggedLen], n, h[ddp.UntaggedLen:])
 			return false
@@ -1228,7 +1226,7 @@ func (c *Conn) rxReadReq(h []byte, n int) bool {
 	}
 	c.rxMSN[1]++
 	c.mu.Lock()
-	c.irq.push(irqEntry{sinkSTag: rr.sinkSTag, sinkTO: rr.sinkTO, src: src})
+	c.irq.push(irqEntry{sinkSTag: rr.SinkSTag(), sinkTO: rr.SinkTO(), src: src})
 	c.mu.Unlock()
 	c.wake()
 	return true

@@ -157,7 +157,7 @@ func TestRawReadRTRAndCRC(t *testing.T) {
 	// siw's Read RTR: zero-length Read Request, sink STag 0x55, source STag 1, TO 0.
 	h := make([]byte, ddp.UntaggedLen+rdmap.ReadRequestLen)
 	ddp.Untagged(h).Init(true, rdmap.Control(rdmap.OpReadRequest), 0, 1, 1, 0)
-	(&readReq{sinkSTag: 0x55, srcSTag: 1}).put(h[ddp.UntaggedLen:])
+	rdmap.ReadRequest(h[ddp.UntaggedLen:]).Init(0x55, 0, 0, 1, 0)
 	if err := p.wr.WriteFPDU(h, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -344,7 +344,7 @@ func TestRawIRDExact(t *testing.T) {
 		for range n {
 			r := make([]byte, ddp.UntaggedLen+rdmap.ReadRequestLen)
 			ddp.Untagged(r).Init(true, rdmap.Control(rdmap.OpReadRequest), 0, ddp.QNReadRequest, ddp.MSN(msn), 0)
-			(&readReq{sinkSTag: 0x77, size: size, srcSTag: smr.RKey(), srcTO: smr.Addr()}).put(r[ddp.UntaggedLen:])
+			rdmap.ReadRequest(r[ddp.UntaggedLen:]).Init(0x77, 0, size, smr.RKey(), smr.Addr())
 			batch = mpa.AppendFPDU(batch, p.params.CRC, r)
 			msn++
 		}

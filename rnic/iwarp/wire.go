@@ -18,24 +18,6 @@ func putTagged(b []byte, last bool, op rdmap.Opcode, stag uint32, to uint64) {
 	ddp.Tagged(b[:ddp.TaggedLen]).Init(last, rdmap.Control(op), stag, to)
 }
 
-// readReq is an RDMA Read Request header (RFC 5040 §4.4).
-type readReq struct {
-	sinkSTag uint32
-	sinkTO   uint64
-	size     uint32
-	srcSTag  uint32
-	srcTO    uint64
-}
-
-func (r *readReq) put(b []byte) {
-	rdmap.ReadRequest(b[:rdmap.ReadRequestLen]).Init(r.sinkSTag, r.sinkTO, r.size, r.srcSTag, r.srcTO)
-}
-
-func (r *readReq) get(b []byte) {
-	v := rdmap.ReadRequest(b[:rdmap.ReadRequestLen])
-	r.sinkSTag, r.sinkTO, r.size, r.srcSTag, r.srcTO = v.SinkSTag(), v.SinkTO(), v.Size(), v.SrcSTag(), v.SrcTO()
-}
-
 // parseTermWord decodes the error of a Terminate control word as RFC 5040 §4.8 lays it
 // out (rdmap.ParseTerminate on the word alone, its header flags cleared).
 func parseTermWord(w uint32) rdmap.TerminateError {
