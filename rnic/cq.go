@@ -7,11 +7,12 @@ import (
 
 // CQ is a completion queue: a fixed ring that Poll drains into a caller slice.
 //
-// Overflow is never silent (verbs semantics, as ibv_create_cq documents it): if a
-// completion arrives while the ring is full, the CQ enters an error state, an EventCQErr
-// async event is posted, and Poll returns ErrCQOverflow (after the completions still
-// held) from then on. A CQ in error accepts no completion: each QP that then has one to
-// write to it (the one that overflowed it included) is moved to Error with EventQPFatal.
+// Overflow is never silent and follows verbs semantics (IBV_EVENT_CQ_ERR, then QP
+// fatal): if a completion arrives while the ring is full, the CQ enters an error state,
+// an EventCQErr async event is posted, and Poll returns ErrCQOverflow (after the
+// completions still held) from then on. A CQ in error accepts no completion: each QP
+// that then has one to write to it (the one that overflowed it included) is moved to
+// Error with EventQPFatal.
 type CQ struct {
 	dev      *Device
 	mu       sync.Mutex
