@@ -234,7 +234,9 @@ func TestPerftestSoftrnicClient(t *testing.T) {
 					t.Fatal(err)
 				}
 				defer srv.Kill()
-				time.Sleep(2 * time.Second) // let perftest bind and listen
+				if err := g.WaitCMListen(port, 60*time.Second); err != nil {
+					t.Fatal(err)
+				}
 				cli := ptStartHost(t, g, 4*time.Minute, "perftest", v.verb, "-R", "-p", strconv.Itoa(port),
 					"-s", strconv.Itoa(size), "-n", strconv.Itoa(ptIters), "--timeout", "180s", GuestSiwAddr)
 				code := cli.wait(200 * time.Second)
@@ -267,7 +269,9 @@ func TestPerftestGuestLoopback(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer srv.Kill()
-	time.Sleep(2 * time.Second)
+	if err := g.WaitCMListen(port, 60*time.Second); err != nil {
+		t.Fatal(err)
+	}
 	cli, err := g.Run(fmt.Sprintf("ib_write_bw -R -d siw0 -F -s %d -n %d -p %d %s", size, ptIters, port, GuestSiwAddr), 120*time.Second)
 	if err != nil {
 		t.Fatal(err)
@@ -311,7 +315,9 @@ func TestPerftestDuration(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer srv.Kill()
-		time.Sleep(2 * time.Second)
+		if err := g.WaitCMListen(port, 60*time.Second); err != nil {
+			t.Fatal(err)
+		}
 		cli := ptStartHost(t, g, 2*time.Minute, "perftest", "write", "-R", "-p", strconv.Itoa(port), "-s", strconv.Itoa(size),
 			"-D", "2", "--timeout", "100s", GuestSiwAddr)
 		code := cli.wait(100 * time.Second)

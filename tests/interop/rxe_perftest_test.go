@@ -43,7 +43,9 @@ func TestRxePerftest(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer srv.Kill()
-			time.Sleep(2 * time.Second) // let perftest bind and listen
+			if err := g.WaitCMListen(port, 60*time.Second); err != nil {
+				t.Fatal(err)
+			}
 			cli := ptStartHost(t, g, 3*time.Minute, "perftest", v.verb, "--roce", "-R", "-p", strconv.Itoa(port),
 				"-s", strconv.Itoa(size), "-n", strconv.Itoa(iters), "--timeout", "120s", GuestRxeAddr)
 			code := cli.wait(150 * time.Second)

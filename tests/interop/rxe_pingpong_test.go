@@ -23,7 +23,9 @@ func TestRxePingpong(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer srv.Kill()
-		time.Sleep(time.Second)
+		if err := g.WaitTCPListen(p, 60*time.Second); err != nil {
+			t.Fatal(err)
+		}
 		cli, err := g.StartHost(90*time.Second, bin, "pingpong", "-a", HostRxeAddr, "-g", "1", "-n", strconv.Itoa(iters),
 			"-s", strconv.Itoa(size), "-p", strconv.Itoa(p), GuestRxeAddr)
 		if err != nil {

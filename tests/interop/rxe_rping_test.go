@@ -67,7 +67,9 @@ func TestRxeSoftrnicClientGuestServer(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer srv.Kill()
-			time.Sleep(time.Second) // let rping bind and listen
+			if err := g.WaitCMListen(p, 60*time.Second); err != nil {
+				t.Fatal(err)
+			}
 			cli, err := g.StartHost(4*time.Minute, bin, "rping", "--roce", "-c", "-a", GuestRxeAddr, "-p", strconv.Itoa(p),
 				"-C", strconv.Itoa(rpingCount), "-S", strconv.Itoa(size), "-V", "-v", "-d", "--timeout", "120s")
 			if err != nil {

@@ -42,7 +42,9 @@ func rpingLoopback(t *testing.T, g *Guest, addr string, count, size int) {
 		t.Fatal(err)
 	}
 	defer srv.Kill()
-	time.Sleep(time.Second) // let the server bind and listen
+	if err := g.WaitCMListen(7174, 60*time.Second); err != nil {
+		t.Fatal(err)
+	}
 	cli, err := g.Run(fmt.Sprintf("rping -c -a %s -p 7174 -C %d -S %d -V -v", addr, count, size), 60*time.Second)
 	if err != nil {
 		t.Fatal(err)
@@ -87,7 +89,9 @@ func TestRxeLoopbackPingpong(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer srv.Kill()
-	time.Sleep(time.Second)
+	if err := g.WaitTCPListen(18515, 60*time.Second); err != nil {
+		t.Fatal(err)
+	}
 	cli, err := g.Run("ibv_rc_pingpong -d rxe0 -g 1 -n 50 -s 4096 "+GuestRxeAddr, 60*time.Second)
 	if err != nil {
 		t.Fatal(err)

@@ -93,7 +93,9 @@ func TestMPAFramesMatchSiw(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer px.Close()
-		time.Sleep(time.Second)
+		if err := g.WaitCMListen(p, 60*time.Second); err != nil {
+			t.Fatal(err)
+		}
 		cli, err := g.StartHost(time.Minute, bin, "rping", "-c", "-a", HostSiwAddr, "-p", strconv.Itoa(px.Addr().Port),
 			"-C", strconv.Itoa(count), "-S", strconv.Itoa(size), "-V", "-v", "-d", "--timeout", "45s")
 		if err != nil {

@@ -30,7 +30,9 @@ func TestCRC(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer px.Close()
-		time.Sleep(time.Second)
+		if err := g.WaitCMListen(p, 60*time.Second); err != nil {
+			t.Fatal(err)
+		}
 		cli, err := g.StartHost(2*time.Minute, bin, "rping", "-c", "-a", HostSiwAddr, "-p", strconv.Itoa(px.Addr().Port),
 			"-C", strconv.Itoa(count), "-S", strconv.Itoa(size), "-V", "-v", "-d", "--crc", "--timeout", "90s")
 		if err != nil {
@@ -225,7 +227,9 @@ func TestSoftrnicTerminatesOutOfBoundsWrite(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer srv.Kill()
-	time.Sleep(time.Second)
+	if err := g.WaitCMListen(p, 60*time.Second); err != nil {
+		t.Fatal(err)
+	}
 	cli, err := g.StartHost(time.Minute, bin, "rping", "-c", "-a", GuestSiwAddr, "-p", strconv.Itoa(p), "-C", "3", "-S", "64", "-V", "-v", "-d",
 		"--fault", "sink-oob", "--timeout", "45s")
 	if err != nil {
