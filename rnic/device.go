@@ -96,7 +96,7 @@ func Open(cfg Config) (*Device, error) {
 		cfg:      cfg,
 		mem:      make([]*memObj, 1, 1024),
 		qps:      make(map[uint32]*QP),
-		nextQP:   1,
+		nextQP:   FirstQPN,
 		evSignal: make(chan struct{}, 1),
 		events:   make(chan AsyncEvent),
 		evDone:   make(chan struct{}),

@@ -119,7 +119,13 @@ func (d *Device) CreateQP(pd *PD, attr QPAttr) (*QP, error) {
 		d.qpMu.Unlock()
 		return nil, ErrResource
 	}
-	for d.qps[d.nextQP] != nil || d.nextQP == 0 {
+	for {
+		if d.nextQP < FirstQPN || d.nextQP > MaxQPN {
+			d.nextQP = FirstQPN // wrap within the 24-bit space
+		}
+		if d.qps[d.nextQP] == nil {
+			break
+		}
 		d.nextQP++
 	}
 	q.num = d.nextQP
@@ -130,7 +136,15 @@ func (d *Device) CreateQP(pd *PD, attr QPAttr) (*QP, error) {
 	return q, nil
 }
 
-// Num returns the QP number.
+// QP numbers are 24 bits (the BTH DestQP field, IBTA Vol.1 §9.2). QP0 is
+// the SMI and QP1 the GSI QP (management datagrams, among them the CM's;
+// IBTA Vol.1 chapter 13), so data QPs are numbered FirstQPN..MaxQPN.
+const (
+	FirstQPN = 2
+	MaxQPN   = 1<<24 - 1
+)
+
+// Num returns the QP number, in FirstQPN..MaxQPN.
 func (q *QP) Num() uint32 { return q.num }
 
 // PD returns the QP's protection domain.

@@ -432,14 +432,9 @@ func newPtSession(o ptOpts) (*ptSession, error) {
 		if err != nil {
 			return fail(fmt.Errorf("RoCEv2 UDP socket on %v: %w", laddr, err))
 		}
-		fix, err := rocev2NeedsPSNFix() // rping_roce.go
-		if err != nil {
-			_ = link.Close()
-			return fail(err)
-		}
 		cfg := rocev2.DefaultConfig()
 		cfg.PeerPort = roce.UDPPort
-		s.ep = rocev2.NewEndpoint(s.dev, &psnLink{Link: link, fix: fix}, cfg)
+		s.ep = rocev2.NewEndpoint(s.dev, link, cfg)
 	}
 	if s.pd, err = s.dev.AllocPD(); err != nil {
 		return fail(err)

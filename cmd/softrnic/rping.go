@@ -365,17 +365,9 @@ func newRpingSession(o rpingOpts) (*rpingSession, error) {
 		if err != nil {
 			return fail(fmt.Errorf("RoCEv2 UDP socket on %v: %w", laddr, err))
 		}
-		fix, err := rocev2NeedsPSNFix()
-		if err != nil {
-			_ = link.Close()
-			return fail(err)
-		}
-		if fix && o.debug {
-			fmt.Fprintln(o.stdout, "rocev2: translating CM Starting PSNs to Linux's convention (see rping_roce.go)")
-		}
 		cfg := rocev2.DefaultConfig()
 		cfg.PeerPort = roce.UDPPort // kernel peers listen on 4791 whatever their source port
-		s.ep = rocev2.NewEndpoint(s.dev, &psnLink{Link: link, fix: fix}, cfg)
+		s.ep = rocev2.NewEndpoint(s.dev, link, cfg)
 	}
 	if s.pd, err = s.dev.AllocPD(); err != nil {
 		return fail(err)

@@ -619,9 +619,12 @@ func (r *ConnRequest) Accept(qp *rnic.QP, p ConnParam) (*Conn, error) {
 	if m.Primary.LocalACKTimeout != 0 {
 		cfg.Timeout = max(m.Primary.LocalACKTimeout, cfg.Timeout)
 	}
+	// Starting PSNs follow Linux's IB CM (cm.c: cm_req_handler sets sq_psn,
+	// ib_send_cm_rep rq_psn): each Starting PSN is the one its sender expects
+	// to receive, so we send from the REQ's and expect the REP's.
 	psn := roce.PSN(rand.Uint32() & roce.PSNMask)
-	conn, err := a.e.connect(qp, ConnAttr{Type: RC, Remote: c.peer, RemoteQPN: m.LocalQPN, SendPSN: psn,
-		RecvPSN: m.StartingPSN, MTU: mtu}, &cfg, func() { a.connDone(c) })
+	conn, err := a.e.connect(qp, ConnAttr{Type: RC, Remote: c.peer, RemoteQPN: m.LocalQPN, SendPSN: m.StartingPSN,
+		RecvPSN: psn, MTU: mtu}, &cfg, func() { a.connDone(c) })
 	if err != nil {
 		_ = r.reject(nil)
 		return nil, err
@@ -765,8 +768,11 @@ func (a *cmAgent) dial(ctx context.Context, qp *rnic.QP, dst netip.AddrPort, por
 	cfg.MaxDestRd = depth(p.IRD)
 	cfg.RetryCnt = retry(p.RetryCount)
 	cfg.RNRRetry = rep.RNRRetryCount & 7
-	conn, err := e.connect(qp, ConnAttr{Type: RC, Remote: dst, RemoteQPN: rep.LocalQPN, SendPSN: psn,
-		RecvPSN: rep.StartingPSN, MTU: cfg.MTU}, &cfg, func() { a.connDone(c) })
+	// Linux's IB CM convention (cm.c: ib_send_cm_req sets rq_psn from the
+	// REQ, cm_rep_handler sq_psn from the REP): we expect the PSN we put in
+	// the REQ and send from the REP's.
+	conn, err := e.connect(qp, ConnAttr{Type: RC, Remote: dst, RemoteQPN: rep.LocalQPN, SendPSN: rep.StartingPSN,
+		RecvPSN: psn, MTU: cfg.MTU}, &cfg, func() { a.connDone(c) })
 	if err != nil {
 		a.forget(c)
 		a.sendREJ(dst, c.tid, c.localID, c.remoteID, roce.CMMsgREP, roce.RejNoQP, nil)

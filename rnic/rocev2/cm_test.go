@@ -183,3 +183,27 @@ func TestCMTimeout(t *testing.T) {
 		t.Fatalf("gave up after %v, before 1+%d retries", d, testCM.MaxRetries)
 	}
 }
+
+// TestRCToReservedQPDropped: RC packets for QP0/QP1 (SMI, GSI) reach neither
+// an engine QP nor the CM, and rnic never numbers a data QP 0 or 1.
+func TestRCToReservedQPDropped(t *testing.T) {
+	cli, srv := newPair(t, nil)
+	if cli.qp.Num() < rnic.FirstQPN || srv.qp.Num() < rnic.FirstQPN {
+		t.Fatalf("QP numbers %d, %d", cli.qp.Num(), srv.qp.Num())
+	}
+	rmr, rbuf := srv.reg(t, 16, allAccess)
+	postRecv(t, srv.qp, &rnic.RecvWR{WRID: 1, SGL: []rnic.SGE{rmr.SGE(0, 16)}})
+	r := &rxCtx{ctl: make([]ctlPkt, 4), bufs: make([][]byte, 0, 4)}
+	for _, qpn := range []uint32{0, 1} {
+		before := srv.ep.RxDropped.Load()
+		h := roce.Header{Opcode: roce.RCSendOnly, PKey: roce.DefaultPKey, DestQP: qpn, AckReq: true, PSN: 0xFFFFF0}
+		b := finish(append(h.Append(nil, 4), "ping"...), 4, cliAddr, srvAddr)
+		srv.ep.input(r, b, cliAddr, srvAddr)
+		if srv.ep.RxDropped.Load() != before+1 || len(r.touched) != 0 {
+			t.Fatalf("RC packet for QP %d not dropped", qpn)
+		}
+	}
+	if srv.rcq.Len() != 0 || rbuf[0] != 0 {
+		t.Fatal("delivered")
+	}
+}

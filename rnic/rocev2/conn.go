@@ -182,6 +182,9 @@ func (e *Endpoint) connect(qp *rnic.QP, attr ConnAttr, cp *Config, onDone func()
 	if e.closed.Load() {
 		return nil, ErrEndpointClosed
 	}
+	if qp.Num() < rnic.FirstQPN {
+		return nil, ErrQPNumReserved
+	}
 	cfg := e.cfg
 	if cp != nil {
 		cfg = *cp

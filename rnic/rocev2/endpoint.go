@@ -300,6 +300,11 @@ func (e *Endpoint) input(r *rxCtx, b []byte, from, local netip.AddrPort) {
 		e.inputUD(p, from, qpn, ipID)
 		return
 	}
+	if qpn < rnic.FirstQPN {
+		// QP0/QP1 are the SMI and GSI; RC/UC traffic to them reaches no engine QP.
+		e.RxDropped.Add(1)
+		return
+	}
 	c := e.lookup(qpn)
 	if c == nil {
 		e.RxDropped.Add(1)

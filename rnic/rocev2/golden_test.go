@@ -169,7 +169,8 @@ func TestGoldenRxePingpong(t *testing.T) {
 	}
 }
 
-// TestGoldenRxeCMREQ answers rxe's rdma_cm REQ (rping to port 7174).
+// TestGoldenRxeCMREQ answers rxe's rdma_cm REQ (rping to port 7174) and pins
+// the Starting-PSN convention: we send from the REQ's PSN and expect the REP's.
 func TestGoldenRxeCMREQ(t *testing.T) {
 	pkts := readCapture(t, "roce_cm_req.pcap")
 	if len(pkts) < 2 {
@@ -235,5 +236,64 @@ func TestGoldenRxeCMREQ(t *testing.T) {
 	}
 	if rep.RemoteCommID != m.LocalCommID || rep.LocalQPN != qp.Num() || rep.LocalCommID == 0 {
 		t.Fatalf("REP %+v", rep)
+	}
+
+	// Starting PSNs the Linux way (cm.c: the active side sends from the REP's
+	// Starting PSN and expects the REQ's). rxe's first request carries our
+	// REP's PSN: it must be delivered and ACKed at that PSN, not NAKed.
+	recvRC := func() roce.Packet {
+		t.Helper()
+		done := make(chan struct{})
+		defer close(done)
+		go func() {
+			select {
+			case <-done:
+			case <-time.After(5 * time.Second):
+				peer.Close()
+			}
+		}()
+		for {
+			if _, err := peer.Recv(bufs, sizes, from); err != nil {
+				t.Fatal("no RC packet:", err)
+			}
+			p, err := roce.ParsePacket(bufs[0][:sizes[0]])
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p.Opcode().Service() == roce.ServiceRC {
+				return p
+			}
+		}
+	}
+	buf := make([]byte, 64)
+	mr, _ := pd.RegMR(buf, rnic.AccessLocalWrite)
+	if err := qp.PostRecv(&rnic.RecvWR{WRID: 7, SGL: []rnic.SGE{mr.SGE(0, len(buf))}}); err != nil {
+		t.Fatal(err)
+	}
+	h := roce.Header{Opcode: roce.RCSendOnly, PKey: roce.DefaultPKey, DestQP: qp.Num(), AckReq: true, PSN: rep.StartingPSN}
+	pkt := append(h.Append(nil, 4), "ping"...)
+	pkt = finish(pkt, 4, pkts[0].from, pkts[0].to)
+	ep.input(r, pkt, pkts[0].from, pkts[0].to)
+	for _, c := range r.touched {
+		c.mu.Lock()
+		c.flushAck(r)
+		c.inBatch = false
+		c.mu.Unlock()
+	}
+	r.touched = r.touched[:0]
+	ep.flushCtl(r)
+	if c := wait(t, cq, 1)[0]; c.Status != 0 || c.WRID != 7 || c.ByteLen != 4 || string(buf[:4]) != "ping" {
+		t.Fatalf("rxe's first SEND at the REP's PSN %v: %+v", rep.StartingPSN, c)
+	}
+	if a := recvRC(); a.Opcode() != roce.RCAck || a.BTH.DestQP() != m.LocalQPN || a.BTH.PSN() != rep.StartingPSN ||
+		a.AETH.Syndrome() != roce.ACKSyndrome(roce.CreditsUnlimited) {
+		t.Fatalf("answer to rxe's first SEND (REP PSN %v): % x", rep.StartingPSN, a.Raw)
+	}
+	// Our first request carries the REQ's Starting PSN, where rxe expects it.
+	if err := qp.PostSend(&rnic.SendWR{WRID: 8, Opcode: rnic.OpSend}); err != nil {
+		t.Fatal(err)
+	}
+	if p := recvRC(); p.Opcode() != roce.RCSendOnly || p.BTH.DestQP() != m.LocalQPN || p.BTH.PSN() != m.StartingPSN {
+		t.Fatalf("our first SEND: opcode %v QP %#x PSN %v, want the REQ's Starting PSN %v", p.Opcode(), p.BTH.DestQP(), p.BTH.PSN(), m.StartingPSN)
 	}
 }

@@ -57,12 +57,13 @@ type UDQP struct {
 	}
 }
 
-// ErrQPNumReserved is returned for a UD QP numbered 1 (the GSI QP of the CM).
-var ErrQPNumReserved = errors.New("rocev2: QP number 1 is the GSI QP")
+// ErrQPNumReserved is returned for a QP numbered 0 or 1 (the SMI and the GSI
+// QP, which carries the CM; rnic never allocates them).
+var ErrQPNumReserved = errors.New("rocev2: QP numbers 0 and 1 are the SMI and GSI QPs")
 
 // CreateUD binds qp (Idle) as a UD QP with Q_Key qkey and moves it to RTS.
 func (e *Endpoint) CreateUD(qp *rnic.QP, qkey uint32) (*UDQP, error) {
-	if qp.Num() == 1 {
+	if qp.Num() < rnic.FirstQPN {
 		return nil, ErrQPNumReserved
 	}
 	u := &UDQP{e: e, qp: qp, qkey: qkey, mtu: e.cfg.MTU.Bytes(), ahs: make([]AH, qp.Attr().Cap.MaxSendWR),
