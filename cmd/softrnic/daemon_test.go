@@ -14,6 +14,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -198,6 +199,95 @@ func sub(a, b uapi.Counters) uapi.Counters {
 		TermRecv: a.TermRecv - b.TermRecv, Retransmits: a.Retransmits - b.Retransmits, NAKs: a.NAKs - b.NAKs}
 }
 
+func add(a, b uapi.Counters) uapi.Counters {
+	return uapi.Counters{TxBytes: a.TxBytes + b.TxBytes, RxBytes: a.RxBytes + b.RxBytes, TxSegments: a.TxSegments + b.TxSegments,
+		RxSegments: a.RxSegments + b.RxSegments, CRCErrors: a.CRCErrors + b.CRCErrors, TermSent: a.TermSent + b.TermSent,
+		TermRecv: a.TermRecv + b.TermRecv, Retransmits: a.Retransmits + b.Retransmits, NAKs: a.NAKs + b.NAKs}
+}
+
+// qpSum is the sum of the counters of the status's QPs other than skip.
+func qpSum(s *uapi.Status, skip uint32) uapi.Counters {
+	var c uapi.Counters
+	for _, q := range s.QPs {
+		if q.QPN != skip {
+			c = add(c, q.Counters)
+		}
+	}
+	return c
+}
+
+// iwarpWant is what the daemon's iWARP QP qpn counts for the operations: every WRITE is
+// ceil(len/per) tagged FPDUs of the client's MULPDU, every READ one Read Request and
+// ceil(len/per) Read Response FPDUs of the daemon's. Over TCP nothing is retransmitted at
+// this layer, so the numbers are exact.
+func iwarpWant(t *testing.T, d *daemon, qpn uint32, conn *iwarp.Conn, writes, reads [][2]int) uapi.Counters {
+	t.Helper()
+	d.mu.Lock()
+	dc := d.conns[qpn]
+	d.mu.Unlock()
+	if dc == nil {
+		t.Fatalf("daemon has no QP %d", qpn)
+	}
+	cliPer, srvPer := conn.MULPDU()-ddp.TaggedLen, dc.mulpdu-ddp.TaggedLen
+	var want uapi.Counters
+	for _, w := range writes {
+		want.RxBytes += uint64(w[1])
+		want.RxSegments += uint64(ceilDiv(w[1], cliPer))
+	}
+	for _, r := range reads {
+		want.RxSegments++
+		want.TxBytes += uint64(r[1])
+		want.TxSegments += uint64(ceilDiv(r[1], srvPer))
+	}
+	// Peer-to-peer RTR: a Write RTR is not counted; a Read RTR is answered with one
+	// zero-length Read Response.
+	if p := conn.Params(); p.P2P && p.RTR&mpa.RTRWrite == 0 && p.RTR&mpa.RTRRead != 0 {
+		want.TxSegments++
+	}
+	return want
+}
+
+// lossyLink is a RoCEv2 link that can lose one datagram it is asked to send.
+type lossyLink struct {
+	rocev2.Link
+	mu      sync.Mutex
+	pass    int // datagrams still to send before the one lost; < 0: none is lost
+	ndrop   int
+	started bool
+}
+
+// dropAfter arms the link to lose the datagram after the next n.
+func (l *lossyLink) dropAfter(n int) {
+	l.mu.Lock()
+	l.pass, l.started = n, true
+	l.mu.Unlock()
+}
+
+func (l *lossyLink) dropped() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.ndrop
+}
+
+func (l *lossyLink) Send(bufs [][]byte, dst netip.AddrPort) error {
+	l.mu.Lock()
+	if l.started {
+		if l.pass < len(bufs) {
+			i := l.pass
+			bufs = append(append(make([][]byte, 0, len(bufs)-1), bufs[:i]...), bufs[i+1:]...)
+			l.started = false
+			l.ndrop++
+		} else {
+			l.pass -= len(bufs)
+		}
+	}
+	l.mu.Unlock()
+	if len(bufs) == 0 {
+		return nil
+	}
+	return l.Link.Send(bufs, dst)
+}
+
 // statOutput runs the stat command's printer on the daemon and returns the row of qpn.
 func statRow(t *testing.T, sock string, qpn string) []string {
 	t.Helper()
@@ -284,25 +374,7 @@ func TestDaemonEndToEnd(t *testing.T) {
 		// The counters the operations imply: every WRITE is ceil(len/per) tagged FPDUs of
 		// the client's MULPDU, every READ one Read Request and ceil(len/per) Read Response
 		// FPDUs of the daemon's.
-		d.mu.Lock()
-		dc := d.conns[base.QPs[0].QPN]
-		d.mu.Unlock()
-		cliPer, srvPer := conn.MULPDU()-ddp.TaggedLen, dc.mulpdu-ddp.TaggedLen
-		var want uapi.Counters
-		for _, w := range writes {
-			want.RxBytes += uint64(w[1])
-			want.RxSegments += uint64(ceilDiv(w[1], cliPer))
-		}
-		for _, r := range reads {
-			want.RxSegments++
-			want.TxBytes += uint64(r[1])
-			want.TxSegments += uint64(ceilDiv(r[1], srvPer))
-		}
-		// Peer-to-peer RTR: a Write RTR is not counted; a Read RTR is answered with one
-		// zero-length Read Response.
-		if p := conn.Params(); p.P2P && p.RTR&mpa.RTRWrite == 0 && p.RTR&mpa.RTRRead != 0 {
-			want.TxSegments++
-		}
+		want := iwarpWant(t, d, base.QPs[0].QPN, conn, writes, reads)
 		s := awaitStatus(t, sock, func(s *uapi.Status) error {
 			q := findQP(s, base.QPs[0].QPN)
 			if q == nil {
@@ -396,6 +468,34 @@ func TestDaemonEndToEnd(t *testing.T) {
 		if !bytes.Equal(c.dst, c.src) {
 			t.Fatal("data")
 		}
+		// The daemon counts an FPDU after it has written it, so the client can see its READ
+		// complete before the daemon has counted the response. Wait for this QP's exact
+		// counts: a later subtest's "before" snapshot must not miss them.
+		peer := conn.LocalAddr().String()
+		var qpn uint32
+		awaitStatus(t, sock, func(s *uapi.Status) error {
+			for _, q := range s.QPs {
+				if q.Peer == peer {
+					qpn = q.QPN
+					return nil
+				}
+			}
+			return fmt.Errorf("no QP from %s: %+v", peer, s.QPs)
+		})
+		want := iwarpWant(t, d, qpn, conn, [][2]int{{0, 64}}, [][2]int{{0, 64}})
+		awaitStatus(t, sock, func(st *uapi.Status) error {
+			q := findQP(st, qpn)
+			if q == nil {
+				return fmt.Errorf("QP %d gone", qpn)
+			}
+			if err := sameCounters(q.Counters, want); err != nil {
+				return fmt.Errorf("QP %d %w", qpn, err)
+			}
+			if dd := sub(st.Counters, s.Counters); dd != want {
+				return fmt.Errorf("device grew by %+v, QP has %+v", dd, want)
+			}
+			return nil
+		})
 		// This QP stays connected: the daemon's shutdown must disconnect it.
 	})
 
@@ -410,7 +510,8 @@ func TestDaemonEndToEnd(t *testing.T) {
 		if err != nil {
 			t.Skip("no UDP socket:", err)
 		}
-		ep := rocev2.NewEndpoint(c.dev, link, nil)
+		lossy := &lossyLink{Link: link}
+		ep := rocev2.NewEndpoint(c.dev, lossy, nil)
 		defer ep.Close()
 		peer := netip.MustParseAddrPort(before.ListenRoCEv2[0])
 		conn, err := rocev2.DialAddr(ctx, ep, c.qp, peer, before.RoCEv2CMPort, nil, rocev2.ConnParam{})
@@ -421,70 +522,110 @@ func TestDaemonEndToEnd(t *testing.T) {
 		if addr != before.TargetAddr || rkey != before.TargetRKey || uint64(tlen) != before.TargetLen {
 			t.Fatalf("advertisement %x %x %d, status %+v", addr, rkey, tlen, before)
 		}
-		for _, w := range writes {
-			c.op(t, rnic.OpWrite, w[0], w[1], addr, rkey)
-		}
-		for _, r := range reads {
-			c.op(t, rnic.OpRead, r[0], r[1], addr, rkey)
-		}
-		for _, r := range reads {
-			if !bytes.Equal(c.dst[r[0]:r[0]+r[1]], c.src[r[0]:r[0]+r[1]]) {
-				t.Fatalf("read %v: data differs", r)
+		// pass runs the operations once more and checks the counters (cumulative over the
+		// passes); it reports whether the client resent anything.
+		runPass := func(pass int) bool {
+			clear(c.dst)
+			for _, w := range writes {
+				c.op(t, rnic.OpWrite, w[0], w[1], addr, rkey)
 			}
-		}
-		mtu := rocev2.DefaultConfig().MTU.Bytes() // both ends use the default path MTU
-		var minTx, wantRxSegs uint64
-		for _, w := range writes {
-			wantRxSegs += uint64(ceilDiv(w[1], mtu))
-		}
-		for _, r := range reads {
-			wantRxSegs++
-			minTx += uint64(ceilDiv(r[1], mtu))
-		}
-		var wantBytes uapi.Counters
-		for _, w := range writes {
-			wantBytes.RxBytes += uint64(w[1])
-		}
-		for _, r := range reads {
-			wantBytes.TxBytes += uint64(r[1])
-		}
-		s := awaitStatus(t, sock, func(s *uapi.Status) error {
-			var q *uapi.QPStatus
-			for i := range s.QPs {
-				if s.QPs[i].Transport == "rocev2" {
-					q = &s.QPs[i]
+			for _, r := range reads {
+				c.op(t, rnic.OpRead, r[0], r[1], addr, rkey)
+			}
+			for _, r := range reads {
+				if !bytes.Equal(c.dst[r[0]:r[0]+r[1]], c.src[r[0]:r[0]+r[1]]) {
+					t.Fatalf("pass %d: read %v: data differs", pass, r)
 				}
 			}
-			if q == nil {
-				return errors.New("no rocev2 QP")
+			// What the operations imply. Requests: ceil(len/MTU) packets per WRITE (a
+			// zero-length one is one packet), one per READ; responses: ceil(len/MTU) per READ.
+			mtu := rocev2.DefaultConfig().MTU.Bytes()      // both ends use the default path MTU
+			var reqSegs, respSegs, wrBytes, rdBytes uint64 // over all passes so far
+			for _, w := range writes {
+				reqSegs += uint64(ceilDiv(w[1], mtu))
+				wrBytes += uint64(w[1])
 			}
-			cs := c.qp.Counters().Snapshot()
-			if q.Counters.TxBytes != wantBytes.TxBytes || q.Counters.RxBytes != wantBytes.RxBytes {
-				return fmt.Errorf("bytes %+v, want %+v", q.Counters, wantBytes)
+			for _, r := range reads {
+				reqSegs++
+				respSegs += uint64(ceilDiv(r[1], mtu))
+				rdBytes += uint64(r[1])
 			}
-			// Every request packet is counted once by the client and received once by the
-			// daemon, plus whatever was retransmitted.
-			if q.Counters.RxSegments != wantRxSegs+cs.Retransmits || cs.TxSegments != q.Counters.RxSegments {
-				return fmt.Errorf("rx segments %d, want %d (+%d retransmits), client sent %d",
-					q.Counters.RxSegments, wantRxSegs, cs.Retransmits, cs.TxSegments)
-			}
-			// The daemon sends the READ response packets and ACKs (only those queued behind
-			// READ responses are counted as transmitted); the client receives all of them.
-			if q.Counters.TxSegments < minTx || q.Counters.TxSegments > cs.RxSegments {
-				return fmt.Errorf("tx segments %d, want %d..%d", q.Counters.TxSegments, minTx, cs.RxSegments)
-			}
-			// The peer is the RDMA-CM address of the REQ's cma_hdr: the client's IP and its
-			// CM source port (not its UDP link port).
-			if ap, err := netip.ParseAddrPort(q.Peer); err != nil || ap.Addr() != link.LocalAddr().Addr() || q.State != "RTS" {
-				return fmt.Errorf("QP %+v", q)
-			}
-			// The device's counters grew by exactly the RoCE QP's.
-			if d := sub(s.Counters, before.Counters); d != q.Counters {
-				return fmt.Errorf("device grew by %+v, QP has %+v", d, q.Counters)
-			}
-			return nil
-		})
-		t.Logf("rocev2 daemon QP counters %+v", s.QPs)
+			reqSegs, respSegs, wrBytes, rdBytes = reqSegs*uint64(pass), respSegs*uint64(pass), wrBytes*uint64(pass), rdBytes*uint64(pass)
+			var retried bool
+			s := awaitStatus(t, sock, func(s *uapi.Status) error {
+				var q *uapi.QPStatus
+				for i := range s.QPs {
+					if s.QPs[i].Transport == "rocev2" {
+						if q != nil {
+							return fmt.Errorf("two RoCEv2 QPs: %+v", s.QPs)
+						}
+						q = &s.QPs[i]
+					}
+				}
+				if q == nil {
+					return errors.New("no rocev2 QP")
+				}
+				// The peer is the RDMA-CM address of the REQ's cma_hdr: the client's IP and its
+				// CM source port (not its UDP link port).
+				if ap, err := netip.ParseAddrPort(q.Peer); err != nil || ap.Addr() != link.LocalAddr().Addr() || q.State != "RTS" {
+					return fmt.Errorf("QP %+v", q)
+				}
+				// The device's counters grew by exactly its QPs' counters: the RoCE QP's, and
+				// whatever the other (still connected) QPs counted since.
+				if dd, qd := sub(s.Counters, before.Counters), add(q.Counters, sub(qpSum(s, q.QPN), qpSum(&before, 0))); dd != qd {
+					return fmt.Errorf("device grew by %+v, its QPs by %+v", dd, qd)
+				}
+				// The client's counters are read after the daemon's: everything the daemon
+				// received the client had counted as sent, and everything the client received
+				// the daemon had counted as sent (both count a packet before sending it).
+				cs := c.qp.Counters().Snapshot()
+				qc := q.Counters
+				if qc.Retransmits != 0 || cs.CRCErrors != 0 || qc.CRCErrors != 0 || qc.TermSent+qc.TermRecv != 0 {
+					return fmt.Errorf("daemon QP %+v", qc)
+				}
+				if qc.RxSegments > cs.TxSegments || qc.RxBytes > cs.TxBytes || cs.RxBytes > qc.TxBytes {
+					return fmt.Errorf("daemon %+v, client %+v: received more than was sent", qc, cs)
+				}
+				retried = cs.Retransmits != 0 || cs.NAKs != 0
+				if retried {
+					// Go-back-N resent requests (Retransmits counts the rewinds, not the packets
+					// resent, and a resent READ is answered again): every request and response
+					// arrived at least once, duplicates are counted again, losses are not.
+					if qc.RxSegments < reqSegs || qc.RxBytes < wrBytes || qc.TxSegments < respSegs || qc.TxBytes < rdBytes ||
+						cs.RxBytes < rdBytes || (cs.Retransmits != 0 && cs.TxSegments <= reqSegs) {
+						return fmt.Errorf("with %d retransmits and %d NAKs: daemon %+v, want at least rx %d/%d tx %d/%d segments/bytes; client %+v",
+							cs.Retransmits, cs.NAKs, qc, reqSegs, wrBytes, respSegs, rdBytes, cs)
+					}
+					return nil
+				}
+				// Nothing was resent (a lost request or response would have been): each packet
+				// was sent once and received once, so the counts are exact.
+				if qc.RxSegments != reqSegs || qc.RxBytes != wrBytes || cs.TxSegments != reqSegs || cs.TxBytes != wrBytes ||
+					qc.TxBytes != rdBytes || cs.RxBytes != rdBytes || qc.NAKs != 0 {
+					return fmt.Errorf("daemon %+v, client %+v; want requests %d segments %d bytes, responses %d bytes",
+						qc, cs, reqSegs, wrBytes, rdBytes)
+				}
+				// The daemon sends the READ response packets and ACKs (only those queued behind
+				// READ responses are counted as transmitted); the client receives all of them.
+				if qc.TxSegments < respSegs || qc.TxSegments > cs.RxSegments {
+					return fmt.Errorf("tx segments %d, want %d..%d", qc.TxSegments, respSegs, cs.RxSegments)
+				}
+				return nil
+			})
+			t.Logf("pass %d: rocev2 daemon QP counters %+v (client retransmitted: %v)", pass, s.QPs, retried)
+			return retried
+		}
+		runPass(1)
+		// Lose one request packet of the large WRITE: the client must resend it (and the
+		// go-back-N rewind resends what followed it), and the counters must show it.
+		rt := c.qp.Counters().Retransmits.Load()
+		lossy.dropAfter(10)
+		if !runPass(2) || c.qp.Counters().Retransmits.Load() == rt {
+			t.Fatal("a lost request packet was not retransmitted")
+		}
+		if lossy.dropped() != 1 {
+			t.Fatalf("%d packets dropped, want 1", lossy.dropped())
+		}
 	})
 
 	// Shutdown: every QP is disconnected, the socket goes away, no goroutine is left.
