@@ -48,7 +48,5 @@
 //
 // # Limits (see README.md for the full list)
 //
-// EP soft/hard high watermarks are not supported (DAT_MODEL_NOT_SUPPORTED);
-// dat_ep_recv_query reports DAT_VALUE_UNKNOWN for an EP sharing an SRQ with
-// other EPs because the engine does not expose which SRQ buffers a QP holds.
+// EP soft/hard high watermarks are not supported (DAT_MODEL_NOT_SUPPORTED).
 package dat

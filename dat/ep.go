@@ -575,20 +575,28 @@ func (ep *EP) SetWatermark(softHigh, hardHigh int) error {
 // completions have not been generated, bufsAllocSpan the number of further
 // completions the EP can generate. For an EP with its own receive queue a
 // buffer is allocated when posted. For an EP on an SRQ a buffer is
-// allocated when the EP takes it from the SRQ; the engine does not say which
-// QP took a buffer, so the count is exact while the EP is the SRQ's only
-// user and DAT_VALUE_UNKNOWN (ValueUnknown) otherwise. iWARP delivers Sends
-// in order and allocates a buffer only when a message arrives, so there are
-// no MSN gaps and the span equals the count.
+// allocated when the EP's transport takes it from the SRQ for an arriving
+// message, and the engine counts those per QP (rnic QP.RecvOutstanding), so
+// the count is exact however many EPs share the SRQ.
+//
+// The span equals the count: both transports take a buffer only for the
+// next untagged message in order — iWARP over TCP delivers DDP untagged
+// segments of queue 0 in MSN order (RFC 5041 §5.1) and RoCE RC accepts
+// Sends only in PSN order (IBTA 9.7) — so no MSN gaps exist (the man page's
+// out-of-order case does not arise).
 func (ep *EP) RecvQuery() (nbufsAllocated, bufsAllocSpan int, err error) {
 	if !alive(ep) {
 		return 0, 0, ErrInvalidHandleEP
 	}
 	if ep.srq != nil {
-		if n, ok := ep.srq.allocated(); ok {
-			return n, n, nil
+		ep.mu.Lock()
+		qp := ep.qp
+		ep.mu.Unlock()
+		n := 0
+		if qp != nil {
+			n = qp.RecvOutstanding()
 		}
-		return ValueUnknown, ValueUnknown, nil
+		return n, n, nil
 	}
 	ep.slotMu.Lock()
 	n := int(ep.rPosted - ep.rDone)

@@ -22,9 +22,7 @@ type SRQ struct {
 	state    SRQState
 	slots    []srqSlot // by WRID index; free list in free
 	free     []uint32
-	posted   int    // outstanding: posted and not yet reaped
-	total    uint64 // receives ever posted
-	done     uint64 // receives ever completed
+	posted   int // outstanding: posted and not yet reaped
 	sgl      [16]rnic.SGE
 }
 
@@ -238,7 +236,6 @@ func (s *SRQ) PostRecv(iov []LMRTriplet, cookie uint64) error {
 	}
 	s.free = s.free[:len(s.free)-1]
 	s.posted++
-	s.total++
 	return nil
 }
 
@@ -254,7 +251,6 @@ func (s *SRQ) complete(wrid uint64) (uint64, bool) {
 	sl := &s.slots[i]
 	sl.used = false
 	s.free = append(s.free, i)
-	s.done++
 	return sl.cookie, true
 }
 
@@ -266,17 +262,4 @@ func (s *SRQ) reap() {
 		s.posted--
 	}
 	s.mu.Unlock()
-}
-
-// allocated returns the number of buffers that have left the SRQ for its
-// EPs and have not completed yet, when a single EP uses the SRQ (then they
-// are all that EP's); ok is false with several EPs.
-func (s *SRQ) allocated() (int, bool) {
-	if s.eps.Load() != 1 {
-		return 0, false
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	taken := s.total - uint64(s.srq.Len())
-	return int(taken - s.done), true
 }

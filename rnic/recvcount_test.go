@@ -1,0 +1,56 @@
+package rnic
+
+import "testing"
+
+// TestRecvOutstanding: two QPs sharing an SRQ each count only the WQEs they took; completing
+// and flushing end the count.
+func TestRecvOutstanding(t *testing.T) {
+	d, pd, cq := setup(t)
+	srq, _ := d.CreateSRQ(pd, SRQAttr{MaxWR: 8, MaxSGE: 1})
+	a, _ := d.CreateQP(pd, QPAttr{SendCQ: cq, RecvCQ: cq, SRQ: srq})
+	b, _ := d.CreateQP(pd, QPAttr{SendCQ: cq, RecvCQ: cq, SRQ: srq})
+	for _, q := range []*QP{a, b} {
+		_ = q.Attach(&fakeT{disconnect: make(chan bool, 1)})
+		_ = q.Established()
+	}
+	for i := 0; i < 6; i++ {
+		if err := srq.PostRecv(&RecvWR{WRID: uint64(i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var wa []*RecvWQE
+	for i := 0; i < 3; i++ {
+		w, _ := a.TakeRecv()
+		wa = append(wa, w)
+	}
+	wb, _ := b.TakeRecv()
+	if a.RecvOutstanding() != 3 || b.RecvOutstanding() != 1 || srq.Len() != 2 {
+		t.Fatal(a.RecvOutstanding(), b.RecvOutstanding(), srq.Len())
+	}
+	a.CompleteRecv(wa[1], RecvResult{Opcode: WCRecv})
+	a.CompleteRecv(wa[1], RecvResult{Opcode: WCRecv}) // twice: ignored
+	if a.RecvOutstanding() != 2 || b.RecvOutstanding() != 1 {
+		t.Fatal(a.RecvOutstanding(), b.RecvOutstanding())
+	}
+	b.CompleteRecv(wb, RecvResult{Opcode: WCRecv})
+	if b.RecvOutstanding() != 0 {
+		t.Fatal(b.RecvOutstanding())
+	}
+	a.Fatal(EventQPFatal, nil)
+	a.TransportDone(nil)
+	if a.RecvOutstanding() != 0 {
+		t.Fatal("flushed WQEs still counted", a.RecvOutstanding())
+	}
+	var wc [8]Completion
+	if n, _ := cq.Poll(wc[:]); n != 4 {
+		t.Fatal("completions", n)
+	}
+	w, _ := b.TakeRecv()
+	if allocs := testing.AllocsPerRun(100, func() { _ = b.RecvOutstanding() }); allocs != 0 || b.RecvOutstanding() != 1 || w == nil {
+		t.Fatal(allocs)
+	}
+	b.TransportDone(nil)
+	if b.RecvOutstanding() != 0 {
+		t.Fatal("flushed on TransportDone", b.RecvOutstanding())
+	}
+}
