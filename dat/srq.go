@@ -15,15 +15,14 @@ type SRQ struct {
 	maxIOV int
 	eps    atomic.Int32
 
-	mu       sync.Mutex
-	maxDTO   int // Consumer-visible queue length
-	capacity int // engine SRQ depth (Resize may grow maxDTO up to it)
-	lw       int
-	state    SRQState
-	slots    []srqSlot // by WRID index; free list in free
-	free     []uint32
-	posted   int // outstanding: posted and not yet reaped
-	sgl      [16]rnic.SGE
+	mu     sync.Mutex
+	maxDTO int // queue length, also the engine SRQ depth
+	lw     int
+	state  SRQState
+	slots  []srqSlot // by WRID index (never shrinks); free list in free
+	free   []uint32
+	posted int // outstanding: posted and not yet reaped
+	sgl    [16]rnic.SGE
 }
 
 type srqSlot struct {
@@ -93,16 +92,12 @@ func (ia *IA) CreateSRQ(pz *PZ, attr SRQAttr) (*SRQ, error) {
 		attr.MaxRecvIOV > min(c.MaxSGE, 16) || attr.LowWatermark != SRQLWDefault {
 		return nil, invalidArg(3)
 	}
-	capacity := min(max(2*attr.MaxRecvDTOs, 64), c.MaxQPWR)
-	es, err := ia.dev.CreateSRQ(pz.pd, rnic.SRQAttr{MaxWR: capacity, MaxSGE: attr.MaxRecvIOV})
+	es, err := ia.dev.CreateSRQ(pz.pd, rnic.SRQAttr{MaxWR: attr.MaxRecvDTOs, MaxSGE: attr.MaxRecvIOV})
 	if err != nil {
 		return nil, ErrResourceSRQ
 	}
-	s := &SRQ{pz: pz, srq: es, maxIOV: attr.MaxRecvIOV, maxDTO: attr.MaxRecvDTOs, capacity: capacity,
-		slots: make([]srqSlot, capacity), free: make([]uint32, capacity)}
-	for i := range s.free {
-		s.free[i] = uint32(capacity - 1 - i)
-	}
+	s := &SRQ{pz: pz, srq: es, maxIOV: attr.MaxRecvIOV, maxDTO: attr.MaxRecvDTOs}
+	s.growSlots(attr.MaxRecvDTOs)
 	s.ia = ia
 	if err := ia.register(s); err != nil {
 		_ = es.Destroy()
@@ -153,8 +148,29 @@ func (s *SRQ) Query(mask uint32) (SRQParam, error) {
 		LowWatermark: s.lw, AvailableDTOCount: s.srq.Len(), OutstandingDTOCount: s.posted}, nil
 }
 
-// Resize is dat_srq_resize (spec §6.5.7): DAT_INVALID_STATE if more buffers
-// are outstanding than the new length or it is below the low watermark.
+// growSlots extends the cookie table to n slots (s.mu held or s unpublished).
+func (s *SRQ) growSlots(n int) {
+	old := len(s.slots)
+	if n <= old {
+		return
+	}
+	s.slots = append(s.slots, make([]srqSlot, n-old)...)
+	free := make([]uint32, len(s.free), len(s.free)+n-old)
+	copy(free, s.free)
+	for i := n - 1; i >= old; i-- {
+		free = append(free, uint32(i))
+	}
+	s.free = free
+}
+
+// Resize is dat_srq_resize (spec §6.5.7): it grows or shrinks the SRQ (the
+// engine SRQ with it, rnic SRQ.Resize) to exactly maxRecvDTOs. It returns
+// DAT_INVALID_PARAMETER for a length ≤ 0, DAT_INVALID_STATE (changing
+// nothing) if more buffers are outstanding — on the SRQ, at its EPs, or
+// completed and not yet reaped — than the new length or the length is
+// below the low watermark, and DAT_INSUFFICIENT_RESOURCES beyond the
+// device's queue depth (rnic Config.MaxQPWR). No buffer is lost; the low
+// watermark stays armed.
 func (s *SRQ) Resize(maxRecvDTOs int) error {
 	if !alive(s) {
 		return ErrInvalidHandleSRQ
@@ -170,9 +186,15 @@ func (s *SRQ) Resize(maxRecvDTOs int) error {
 	if maxRecvDTOs < s.posted || maxRecvDTOs < s.lw {
 		return ErrInvalidState
 	}
-	if maxRecvDTOs > s.capacity {
+	if maxRecvDTOs > s.ia.dev.Config().MaxQPWR {
 		return ErrResourceSRQ
 	}
+	// the engine holds at most s.posted of its slots, so only a resource
+	// failure is possible here
+	if err := s.srq.Resize(maxRecvDTOs); err != nil {
+		return ErrResourceSRQ
+	}
+	s.growSlots(maxRecvDTOs)
 	s.maxDTO = maxRecvDTOs
 	return nil
 }

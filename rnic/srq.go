@@ -13,37 +13,72 @@ type RecvWQE struct {
 	idx  int32
 }
 
-// recvQueue is a FIFO of posted receives over preallocated slots.
+// recvQueue is a FIFO of posted receives over preallocated slots. A slot is occupied from
+// post until release (so also while lent to a transport); at most limit slots are occupied.
+// Slots are allocated individually stable (pointers lent to transports stay valid) and
+// are never freed before the queue: resize grows the slot table or lowers limit.
 type recvQueue struct {
-	slots  []RecvWQE
+	slots  []*RecvWQE
 	free   []int32
 	fifo   []int32
 	head   int
 	n      int
+	limit  int
 	maxSGE int
 }
 
 func newRecvQueue(depth, maxSGE int) recvQueue {
-	q := recvQueue{slots: make([]RecvWQE, depth), free: make([]int32, depth), fifo: make([]int32, depth), maxSGE: maxSGE}
-	for i := range q.slots {
-		q.slots[i].SGL = make([]SGE, 0, maxSGE)
-		q.slots[i].Segs = make([][]byte, 0, maxSGE)
-		q.slots[i].idx = int32(i)
-		q.free[i] = int32(depth - 1 - i)
-	}
+	q := recvQueue{free: make([]int32, 0, depth), fifo: make([]int32, depth), limit: depth, maxSGE: maxSGE}
+	q.addSlots(depth)
 	return q
+}
+
+// addSlots appends n free slots to the slot table (free must have room for them).
+func (q *recvQueue) addSlots(n int) {
+	base := len(q.slots)
+	ws := make([]RecvWQE, n)
+	for i := range ws {
+		ws[i].SGL = make([]SGE, 0, q.maxSGE)
+		ws[i].Segs = make([][]byte, 0, q.maxSGE)
+		ws[i].idx = int32(base + i)
+		q.slots = append(q.slots, &ws[i])
+	}
+	for i := base + n - 1; i >= base; i-- {
+		q.free = append(q.free, int32(i))
+	}
+}
+
+// resize sets the number of slots that may be occupied; it fails with ErrInvalidArg when
+// more are occupied (posted, or taken and not yet completed) than depth.
+func (q *recvQueue) resize(depth int) error {
+	if depth < len(q.slots)-len(q.free) {
+		return ErrInvalidArg
+	}
+	if grow := depth - len(q.slots); grow > 0 {
+		free := make([]int32, len(q.free), depth)
+		copy(free, q.free)
+		q.free = free
+		q.addSlots(grow)
+		fifo := make([]int32, depth)
+		for i := 0; i < q.n; i++ {
+			fifo[i] = q.fifo[(q.head+i)%len(q.fifo)]
+		}
+		q.fifo, q.head = fifo, 0
+	}
+	q.limit = depth
+	return nil
 }
 
 func (q *recvQueue) post(wr *RecvWR) error {
 	if len(wr.SGL) > q.maxSGE {
 		return ErrTooManySGE
 	}
-	if len(q.free) == 0 {
+	if len(q.free) == 0 || len(q.slots)-len(q.free) >= q.limit {
 		return ErrQueueFull
 	}
 	i := q.free[len(q.free)-1]
 	q.free = q.free[:len(q.free)-1]
-	w := &q.slots[i]
+	w := q.slots[i]
 	w.WRID = wr.WRID
 	w.SGL = append(w.SGL[:0], wr.SGL...)
 	w.Segs = w.Segs[:0]
@@ -67,7 +102,7 @@ func (q *recvQueue) take() *RecvWQE {
 		q.head = 0
 	}
 	q.n--
-	return &q.slots[i]
+	return q.slots[i]
 }
 
 func (q *recvQueue) release(w *RecvWQE) {
@@ -124,6 +159,28 @@ func (s *SRQ) Len() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.q.n
+}
+
+// Resize changes the SRQ depth (ibv_modify_srq with IBV_SRQ_MAX_WR): it may grow or
+// shrink, but not below the number of receives posted and not yet completed (those still
+// on the SRQ and those QPs have taken), which fails with ErrInvalidArg and changes nothing;
+// also ErrInvalidArg for a depth outside 1..Config.MaxQPWR. Posted receives, receives lent
+// to transports and the armed limit are kept. Growing allocates; shrinking keeps the
+// memory of the slots for a later grow.
+func (s *SRQ) Resize(maxWR int) error {
+	if maxWR <= 0 || maxWR > s.pd.dev.cfg.MaxQPWR {
+		return ErrInvalidArg
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.q.resize(maxWR)
+}
+
+// MaxWR returns the SRQ depth (as created or last resized).
+func (s *SRQ) MaxWR() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.q.limit
 }
 
 // Destroy releases the SRQ.
