@@ -54,3 +54,35 @@ func TestRecvOutstanding(t *testing.T) {
 		t.Fatal("flushed on TransportDone", b.RecvOutstanding())
 	}
 }
+
+// BenchmarkSRQRecvPath: SRQ post, take, RecvOutstanding, complete and poll (0 allocs/op).
+func BenchmarkSRQRecvPath(b *testing.B) {
+	d, err := Open(Config{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer d.Close()
+	pd, _ := d.AllocPD()
+	cq, _ := d.CreateCQ(16)
+	srq, _ := d.CreateSRQ(pd, SRQAttr{MaxWR: 8, MaxSGE: 1})
+	qp, _ := d.CreateQP(pd, QPAttr{SendCQ: cq, RecvCQ: cq, SRQ: srq})
+	_ = qp.Attach(&fakeT{disconnect: make(chan bool, 1)})
+	_ = qp.Established()
+	defer qp.TransportDone(nil)
+	buf := make([]byte, 64)
+	mr, _ := pd.RegMR(buf, AccessLocalWrite)
+	rwr := &RecvWR{SGL: []SGE{mr.SGE(0, 64)}}
+	var wc [4]Completion
+	b.ReportAllocs()
+	for b.Loop() {
+		_ = srq.PostRecv(rwr)
+		w, _ := qp.TakeRecv()
+		if qp.RecvOutstanding() != 1 {
+			b.Fatal("count")
+		}
+		qp.CompleteRecv(w, RecvResult{Opcode: WCRecv, ByteLen: 64})
+		if n, _ := cq.Poll(wc[:]); n != 1 {
+			b.Fatal("poll", n)
+		}
+	}
+}
