@@ -250,16 +250,16 @@ func iwarpWant(t *testing.T, d *daemon, qpn uint32, conn *iwarp.Conn, writes, re
 // lossyLink is a RoCEv2 link that can lose one datagram it is asked to send.
 type lossyLink struct {
 	rocev2.Link
-	mu      sync.Mutex
-	pass    int // datagrams still to send before the one lost; < 0: none is lost
-	ndrop   int
-	started bool
+	mu    sync.Mutex
+	pass  int // datagrams still to send before the one lost, while armed
+	ndrop int
+	armed bool // a datagram is still to be lost
 }
 
 // dropAfter arms the link to lose the datagram after the next n.
 func (l *lossyLink) dropAfter(n int) {
 	l.mu.Lock()
-	l.pass, l.started = n, true
+	l.pass, l.armed = n, true
 	l.mu.Unlock()
 }
 
@@ -271,11 +271,11 @@ func (l *lossyLink) dropped() int {
 
 func (l *lossyLink) Send(bufs [][]byte, dst netip.AddrPort) error {
 	l.mu.Lock()
-	if l.started {
+	if l.armed {
 		if l.pass < len(bufs) {
 			i := l.pass
 			bufs = append(append(make([][]byte, 0, len(bufs)-1), bufs[:i]...), bufs[i+1:]...)
-			l.started = false
+			l.armed = false
 			l.ndrop++
 		} else {
 			l.pass -= len(bufs)
@@ -522,7 +522,7 @@ func TestDaemonEndToEnd(t *testing.T) {
 		if addr != before.TargetAddr || rkey != before.TargetRKey || uint64(tlen) != before.TargetLen {
 			t.Fatalf("advertisement %x %x %d, status %+v", addr, rkey, tlen, before)
 		}
-		// pass runs the operations once more and checks the counters (cumulative over the
+		// runPass runs the operations once more and checks the counters (cumulative over the
 		// passes); it reports whether the client resent anything.
 		runPass := func(pass int) bool {
 			clear(c.dst)
