@@ -284,8 +284,6 @@ type daemon struct {
 	iwLns  []*iwarp.Listener
 	roLn   *rocev2.Listener
 	conns  map[uint32]*daemonConn
-	// Retransmits and NAKs of the destroyed QPs (see status).
-	goneRetransmits, goneNAKs uint64
 
 	srv *uapi.Server
 }
@@ -556,11 +554,8 @@ func (d *daemon) track(c *daemonConn) {
 			}
 		}
 		_ = qp.Destroy()
-		final := qp.Counters().Snapshot()
 		d.mu.Lock()
 		delete(d.conns, qp.Num())
-		d.goneRetransmits += final.Retransmits
-		d.goneNAKs += final.NAKs
 		d.mu.Unlock()
 		d.logf("qp %d: closed", qp.Num())
 	}()
@@ -642,21 +637,13 @@ func (d *daemon) status() uapi.Status {
 	for _, c := range d.conns {
 		conns = append(conns, c)
 	}
-	retransmits, naks := d.goneRetransmits, d.goneNAKs
 	d.mu.Unlock()
 	sort.Slice(conns, func(i, j int) bool { return conns[i].qp.Num() < conns[j].qp.Num() })
 	for _, c := range conns {
 		q := uapi.QPStatus{QPN: c.qp.Num(), Transport: c.transport, State: c.qp.State().String(),
 			Peer: c.peer, Counters: countersOf(c.qp.Counters().Snapshot())}
-		retransmits += q.Counters.Retransmits
-		naks += q.Counters.NAKs
 		s.QPs = append(s.QPs, q)
 	}
-	// Every QP of the device is the daemon's, so the device's Retransmits and NAKs are at
-	// least its QPs' (live and destroyed). rnic/rocev2 counts those two on the QP only,
-	// not on the device; the max stays right once it counts them on both.
-	s.Counters.Retransmits = max(s.Counters.Retransmits, retransmits)
-	s.Counters.NAKs = max(s.Counters.NAKs, naks)
 	return s
 }
 

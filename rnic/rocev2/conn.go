@@ -364,7 +364,7 @@ func (c *Conn) timersLocked(now time.Time) {
 		return
 	}
 	c.retryLeft--
-	c.qp.Counters().Retransmits.Add(1)
+	c.qp.CountRetransmit()
 	c.seek(c.unaPSN)
 	c.seqRetried = false
 	c.ackDeadline = now.Add(c.tmo)
@@ -894,7 +894,7 @@ func (c *Conn) sendAck(r *rxCtx, syn roce.Syndrome, psn roce.PSN, orig uint64, a
 		j.cn = len(b)
 	}
 	if syn.IsNAK() || syn.IsRNRNAK() {
-		c.qp.Counters().NAKs.Add(1)
+		c.qp.CountNAK()
 	}
 }
 
@@ -1254,7 +1254,7 @@ func (c *Conn) completer(p *roce.Packet) {
 			if !c.ackTo(psn.Add(psnMinus1)) || psn != c.unaPSN || c.rnrPending {
 				break
 			}
-			c.qp.Counters().NAKs.Add(1)
+			c.qp.CountNAK()
 			if c.rnrLeft == 0 {
 				c.failOldest(rnic.StatusRNRRetryExcErr, ErrRNRRetryExceeded)
 				return
@@ -1272,7 +1272,7 @@ func (c *Conn) completer(p *roce.Packet) {
 			if !c.ackTo(psn.Add(psnMinus1)) || psn != c.unaPSN {
 				break
 			}
-			c.qp.Counters().NAKs.Add(1)
+			c.qp.CountNAK()
 			code := syn.NAKCode()
 			if code == roce.NAKPSNSequenceError {
 				if c.lastNakValid && c.lastNak == psn {
@@ -1284,7 +1284,7 @@ func (c *Conn) completer(p *roce.Packet) {
 				}
 				c.retryLeft--
 				c.lastNak, c.lastNakValid = psn, true
-				c.qp.Counters().Retransmits.Add(1)
+				c.qp.CountRetransmit()
 				c.seek(psn)
 				break
 			}
@@ -1329,7 +1329,7 @@ func (c *Conn) completer(p *roce.Packet) {
 			if exp.Less(psn) && !c.seqRetried {
 				// A response is missing: retransmit from the oldest unanswered PSN.
 				c.seqRetried = true
-				c.qp.Counters().Retransmits.Add(1)
+				c.qp.CountRetransmit()
 				c.ackTo(e.first.Add(psnMinus1))
 				c.seek(c.unaPSN)
 			}

@@ -93,6 +93,10 @@ func TestPSNSequenceNAK(t *testing.T) {
 	if srv.qp.Counters().NAKs.Load() != 1 || cli.qp.Counters().Retransmits.Load() != 1 {
 		t.Fatalf("NAKs sent %d, retransmits %d; want 1, 1", srv.qp.Counters().NAKs.Load(), cli.qp.Counters().Retransmits.Load())
 	}
+	// The device counters include their QPs' (what `softrnic stat` shows per device).
+	if srv.dev.Counters().NAKs.Load() != 1 || cli.dev.Counters().Retransmits.Load() != 1 {
+		t.Fatalf("device NAKs %d, retransmits %d; want 1, 1", srv.dev.Counters().NAKs.Load(), cli.dev.Counters().Retransmits.Load())
+	}
 }
 
 func TestTimeoutLastPacketLost(t *testing.T) {
