@@ -45,7 +45,6 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"os/signal"
 	"runtime"
 	"strconv"
 	"strings"
@@ -206,9 +205,9 @@ func parsePerftestArgs(args []string) (ptOpts, error) {
 					o.bind = v
 					continue
 				}
-				d, err := time.ParseDuration(v)
-				if err != nil || d < 0 {
-					return o, fmt.Errorf("invalid --%s %q", n, v)
+				d, err := parseDurationOpt(n, v)
+				if err != nil {
+					return o, err
 				}
 				if n == "settle" {
 					o.settle = d
@@ -338,35 +337,14 @@ func (o *ptOpts) set(c byte, v string) error {
 }
 
 func runPerftest(args []string) int {
-	o, err := parsePerftestArgs(args)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "perftest:", err)
-		perftestUsage(os.Stderr)
-		return 2
-	}
-	o.stdout, o.stderr = os.Stdout, os.Stderr
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
-	if err := perftest(ctx, o); err != nil {
-		fmt.Fprintln(os.Stderr, "perftest:", err)
-		return 1
-	}
-	return 0
+	return runTool("perftest", args, parsePerftestArgs, perftestUsage,
+		func(o *ptOpts) { o.stdout, o.stderr = os.Stdout, os.Stderr }, perftest)
 }
 
 // perftest runs one test in the role the options select.
 func perftest(ctx context.Context, o ptOpts) error {
-	if o.stdout == nil {
-		o.stdout = io.Discard
-	}
-	if o.stderr == nil {
-		o.stderr = io.Discard
-	}
-	if o.timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, o.timeout)
-		defer cancel()
-	}
+	ctx, cancel := toolContext(ctx, &o.stdout, &o.stderr, o.timeout)
+	defer cancel()
 	s, err := newPtSession(o)
 	if err != nil {
 		return err
@@ -416,25 +394,8 @@ func newPtSession(o ptOpts) (*ptSession, error) {
 	s := &ptSession{o: o, isServer: o.server == "", cycle: ptDefPageSize, cacheLine: ptDefCacheLn}
 	var err error
 	fail := func(e error) (*ptSession, error) { s.close(); return nil, e }
-	devCfg := rnic.Config{Name: "softrnic0"}
-	var laddr netip.Addr
-	if o.roce {
-		if laddr, err = ptLocalAddr(o); err != nil {
-			return fail(err)
-		}
-		devCfg.LocalAddr = laddr.String()
-	}
-	if s.dev, err = rnic.Open(devCfg); err != nil {
+	if s.dev, s.ep, err = openToolDevice(o.roce, func() (netip.Addr, error) { return ptLocalAddr(o) }); err != nil {
 		return fail(err)
-	}
-	if o.roce {
-		link, err := rocev2.ListenUDP(netip.AddrPortFrom(laddr, roce.UDPPort), nil)
-		if err != nil {
-			return fail(fmt.Errorf("RoCEv2 UDP socket on %v: %w", laddr, err))
-		}
-		cfg := rocev2.DefaultConfig()
-		cfg.PeerPort = roce.UDPPort
-		s.ep = rocev2.NewEndpoint(s.dev, link, cfg)
 	}
 	if s.pd, err = s.dev.AllocPD(); err != nil {
 		return fail(err)

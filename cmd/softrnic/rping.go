@@ -34,7 +34,6 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"os/signal"
 	"strconv"
 	"strings"
 	"time"
@@ -155,26 +154,20 @@ func parseRpingArgs(args []string) (rpingOpts, error) {
 					return o, fmt.Errorf("invalid --local %q", v)
 				}
 				o.local = v
-			case "timeout":
+			case "timeout", "settle":
 				v, err := needVal()
 				if err != nil {
 					return o, err
 				}
-				d, err := time.ParseDuration(v)
-				if err != nil || d < 0 {
-					return o, fmt.Errorf("invalid --timeout %q", v)
-				}
-				o.timeout = d
-			case "settle":
-				v, err := needVal()
+				d, err := parseDurationOpt(name, v)
 				if err != nil {
 					return o, err
 				}
-				d, err := time.ParseDuration(v)
-				if err != nil || d < 0 {
-					return o, fmt.Errorf("invalid --settle %q", v)
+				if name == "settle" {
+					o.settle = d
+				} else {
+					o.timeout = d
 				}
-				o.settle = d
 			case "fault":
 				v, err := needVal()
 				if err != nil {
@@ -273,35 +266,14 @@ func (o *rpingOpts) setValue(c byte, v string) error {
 }
 
 func runRping(args []string) int {
-	o, err := parseRpingArgs(args)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "rping:", err)
-		rpingUsage(os.Stderr)
-		return 2
-	}
-	o.stdout, o.stderr = os.Stdout, os.Stderr
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
-	if err := rping(ctx, o); err != nil {
-		fmt.Fprintln(os.Stderr, "rping:", err)
-		return 1
-	}
-	return 0
+	return runTool("rping", args, parseRpingArgs, rpingUsage,
+		func(o *rpingOpts) { o.stdout, o.stderr = os.Stdout, os.Stderr }, rping)
 }
 
 // rping runs one server connection or one client session.
 func rping(ctx context.Context, o rpingOpts) error {
-	if o.stdout == nil {
-		o.stdout = io.Discard
-	}
-	if o.stderr == nil {
-		o.stderr = io.Discard
-	}
-	if o.timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, o.timeout)
-		defer cancel()
-	}
+	ctx, cancel := toolContext(ctx, &o.stdout, &o.stderr, o.timeout)
+	defer cancel()
 	s, err := newRpingSession(o)
 	if err != nil {
 		return err
@@ -349,25 +321,8 @@ func newRpingSession(o rpingOpts) (*rpingSession, error) {
 	s := &rpingSession{o: o}
 	var err error
 	fail := func(e error) (*rpingSession, error) { s.close(); return nil, e }
-	devCfg := rnic.Config{Name: "softrnic0"}
-	var laddr netip.Addr
-	if o.roce {
-		if laddr, err = rpingLocalAddr(o); err != nil {
-			return fail(err)
-		}
-		devCfg.LocalAddr = laddr.String()
-	}
-	if s.dev, err = rnic.Open(devCfg); err != nil {
+	if s.dev, s.ep, err = openToolDevice(o.roce, func() (netip.Addr, error) { return rpingLocalAddr(o) }); err != nil {
 		return fail(err)
-	}
-	if o.roce {
-		link, err := rocev2.ListenUDP(netip.AddrPortFrom(laddr, roce.UDPPort), nil)
-		if err != nil {
-			return fail(fmt.Errorf("RoCEv2 UDP socket on %v: %w", laddr, err))
-		}
-		cfg := rocev2.DefaultConfig()
-		cfg.PeerPort = roce.UDPPort // kernel peers listen on 4791 whatever their source port
-		s.ep = rocev2.NewEndpoint(s.dev, link, cfg)
 	}
 	if s.pd, err = s.dev.AllocPD(); err != nil {
 		return fail(err)
