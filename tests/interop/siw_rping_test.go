@@ -107,89 +107,27 @@ var rpingSizes = []int{64, 4096, 65535}
 
 const rpingCount = 100
 
+// siwRping is the rping interop link to the guest's siw0.
+var siwRping = rpingLink{peer: PeerSiw, hostAddr: HostSiwAddr, guestAddr: GuestSiwAddr,
+	timeout: "200s", guestCli: 200 * time.Second, hostCli: 220 * time.Second}
+
 // TestGuestClientSoftrnicServer: guest rping -c (siw) against softrnic rping -s.
 func TestGuestClientSoftrnicServer(t *testing.T) {
-	g := guest(t)
-	bin := softrnic(t)
-	for _, size := range rpingSizes {
-		t.Run("S"+strconv.Itoa(size), func(t *testing.T) {
-			record(t, PeerSiw, fmt.Sprintf("rping -C %d -S %d -V (guest client)", rpingCount, size), "server")
-			p := port()
-			// Like rping, the server's -S must cover the client's size (it reads into its buffer).
-			srv, err := g.StartHost(4*time.Minute, bin, "rping", "-s", "-a", HostSiwAddr, "-p", strconv.Itoa(p), "-S", strconv.Itoa(size),
-				"-v", "-d", "--timeout", "200s")
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer srv.Kill()
-			if !srv.WaitOutput("listening on", 30*time.Second) {
-				t.Fatalf("softrnic server did not listen:\n%s", srv.Output())
-			}
-			args := fmt.Sprintf("-c -a %s -p %d -C %d -S %d -V -v", HostSiwAddr, p, rpingCount, size)
-			cli, err := g.Run(guestRping(args, "cli", "ping data: "), 200*time.Second)
-			if err != nil {
-				t.Fatal(err)
-			}
-			sr, err := srv.Wait(60 * time.Second)
-			if err != nil {
-				t.Fatalf("softrnic server: %v\n%s", err, Tail(sr.Output, 3000))
-			}
-			if cli.Code != 0 || sr.Code != 0 {
-				t.Fatalf("guest rping client exit %d:\n%s\nsoftrnic server exit %d:\n%s", cli.Code, Tail(cli.Output, 3000), sr.Code, Tail(sr.Output, 3000))
-			}
-			checkGuestSummary(t, "guest rping client", cli.Output, "ping data: ", rpingCount, size)
-			checkHostPings(t, "softrnic server", sr.Output, "server ping data: ", rpingCount, size)
-			if !strings.Contains(sr.Output, "server DISCONNECT EVENT...") {
-				t.Errorf("softrnic server did not report the client's disconnect:\n%s", Tail(sr.Output, 2000))
-			}
-			// siw's request: rev 2, enhanced, no CRC, IRD = ORD = 1, client-server.
-			if !strings.Contains(sr.Output, "mpa: rev 2 enhanced true crc false markers tx false rx false ird 1 ord 1 peer ird 1 ord 1 p2p false") {
-				t.Errorf("unexpected MPA negotiation:\n%s", Tail(sr.Output, 2000))
-			}
-		})
-	}
+	testGuestClientSoftrnicServer(t, siwRping, func(t *testing.T, srvOut string) {
+		// siw's request: rev 2, enhanced, no CRC, IRD = ORD = 1, client-server.
+		if !strings.Contains(srvOut, "mpa: rev 2 enhanced true crc false markers tx false rx false ird 1 ord 1 peer ird 1 ord 1 p2p false") {
+			t.Errorf("unexpected MPA negotiation:\n%s", Tail(srvOut, 2000))
+		}
+	})
 }
 
 // TestSoftrnicClientGuestServer: softrnic rping -c against guest rping -s (siw).
 func TestSoftrnicClientGuestServer(t *testing.T) {
-	g := guest(t)
-	bin := softrnic(t)
-	for _, size := range rpingSizes {
-		t.Run("S"+strconv.Itoa(size), func(t *testing.T) {
-			record(t, PeerSiw, fmt.Sprintf("rping -C %d -S %d -V (guest server)", rpingCount, size), "client")
-			p := port()
-			// The server's -S must cover the client's size (it reads into its own buffer).
-			srv, err := g.Start(guestRping(fmt.Sprintf("-s -a %s -p %d -S %d -v", GuestSiwAddr, p, size), "srv", "server ping data: "), 240*time.Second)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer srv.Kill()
-			if err := g.WaitCMListen(p, 60*time.Second); err != nil {
-				t.Fatal(err)
-			}
-			cli, err := g.StartHost(4*time.Minute, bin, "rping", "-c", "-a", GuestSiwAddr, "-p", strconv.Itoa(p),
-				"-C", strconv.Itoa(rpingCount), "-S", strconv.Itoa(size), "-V", "-v", "-d", "--timeout", "200s")
-			if err != nil {
-				t.Fatal(err)
-			}
-			cr, err := cli.Wait(220 * time.Second)
-			if err != nil {
-				t.Fatalf("softrnic client: %v\n%s", err, Tail(cr.Output, 3000))
-			}
-			sr, err := srv.Wait(60 * time.Second)
-			if err != nil {
-				t.Fatalf("guest rping server: %v\n%s", err, Tail(sr.Output, 3000))
-			}
-			if cr.Code != 0 || sr.Code != 0 {
-				t.Fatalf("softrnic client exit %d:\n%s\nguest rping server exit %d:\n%s", cr.Code, Tail(cr.Output, 3000), sr.Code, Tail(sr.Output, 3000))
-			}
-			checkHostPings(t, "softrnic client", cr.Output, "ping data: ", rpingCount, size)
-			checkGuestSummary(t, "guest rping server", sr.Output, "server ping data: ", rpingCount, size)
-			if !strings.Contains(cr.Output, "mpa: rev 2 enhanced true crc false") {
-				t.Errorf("unexpected MPA negotiation:\n%s", Tail(cr.Output, 2000))
-			}
-		})
-	}
+	testSoftrnicClientGuestServer(t, siwRping, func(t *testing.T, cliOut, srvOut string) {
+		if !strings.Contains(cliOut, "mpa: rev 2 enhanced true crc false") {
+			t.Errorf("unexpected MPA negotiation:\n%s", Tail(cliOut, 2000))
+		}
+	})
 }
 
 // TestRpingSizeLimit: rping itself refuses -S 65536 (its buffer is 64 KiB and the range
