@@ -3,7 +3,6 @@ package interop
 import (
 	"bytes"
 	"encoding/hex"
-	"fmt"
 	"strconv"
 	"testing"
 	"time"
@@ -48,75 +47,19 @@ func TestMPAFramesMatchSiw(t *testing.T) {
 	const count, size = 3, 64
 	t.Run("siw initiator, softrnic responder", func(t *testing.T) {
 		record(t, PeerSiw, "MPA Request/Reply and first Send byte-exact (siw Request, softrnic Reply)", "server")
-		p := port()
-		srv, err := g.StartHost(time.Minute, bin, "rping", "-s", "-a", HostSiwAddr, "-p", strconv.Itoa(p), "-v", "-d", "--timeout", "45s")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer srv.Kill()
-		if !srv.WaitOutput("listening on", 30*time.Second) {
-			t.Fatalf("softrnic server did not listen:\n%s", srv.Output())
-		}
-		px, err := g.StartMPAProxy(HostSiwAddr+":0", fmt.Sprintf("%s:%d", HostSiwAddr, p))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer px.Close()
-		cli, err := g.Run(guestRping(fmt.Sprintf("-c -a %s -p %d -C %d -S %d -V -v", HostSiwAddr, px.Addr().Port, count, size), "mpacli", "ping data: "), 60*time.Second)
-		if err != nil {
-			t.Fatal(err)
-		}
-		sr, err := srv.Wait(30 * time.Second)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if cli.Code != 0 || sr.Code != 0 {
-			t.Fatalf("guest client exit %d:\n%s\nsoftrnic server exit %d:\n%s", cli.Code, Tail(cli.Output, 3000), sr.Code, Tail(sr.Output, 3000))
-		}
-		checkGuestSummary(t, "guest rping client", cli.Output, "ping data: ", count, size)
-		up, down, err := px.Wait(30 * time.Second)
-		if err != nil {
-			t.Errorf("mpa proxy: %v", err)
-		}
+		up, down := rpingSoftrnicServerViaProxy(t, g, bin, count, size, time.Minute, []string{"-v", "-d", "--timeout", "45s"},
+			"mpacli", 60*time.Second, func(cli, sr Result) {
+				checkGuestSummary(t, "guest rping client", cli.Output, "ping data: ", count, size)
+			})
 		checkFrames(t, "siw", "softrnic", up, down)
 	})
 	t.Run("softrnic initiator, siw responder", func(t *testing.T) {
 		record(t, PeerSiw, "MPA Request/Reply and first Send byte-exact (softrnic Request, siw Reply)", "client")
-		p := port()
-		srv, err := g.Start(guestRping(fmt.Sprintf("-s -a %s -p %d -S %d -v", GuestSiwAddr, p, size), "mpasrv", "server ping data: "), 60*time.Second)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer srv.Kill()
-		px, err := g.StartMPAProxy(HostSiwAddr+":0", fmt.Sprintf("%s:%d", GuestSiwAddr, p))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer px.Close()
-		if err := g.WaitCMListen(p, 60*time.Second); err != nil {
-			t.Fatal(err)
-		}
-		cli, err := g.StartHost(time.Minute, bin, "rping", "-c", "-a", HostSiwAddr, "-p", strconv.Itoa(px.Addr().Port),
-			"-C", strconv.Itoa(count), "-S", strconv.Itoa(size), "-V", "-v", "-d", "--timeout", "45s")
-		if err != nil {
-			t.Fatal(err)
-		}
-		cr, err := cli.Wait(50 * time.Second)
-		if err != nil {
-			t.Fatal(err)
-		}
-		sr, err := srv.Wait(30 * time.Second)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if cr.Code != 0 || sr.Code != 0 {
-			t.Fatalf("softrnic client exit %d:\n%s\nguest server exit %d:\n%s", cr.Code, Tail(cr.Output, 3000), sr.Code, Tail(sr.Output, 3000))
-		}
-		checkHostPings(t, "softrnic client", cr.Output, "ping data: ", count, size)
-		up, down, err := px.Wait(30 * time.Second)
-		if err != nil {
-			t.Errorf("mpa proxy: %v", err)
-		}
+		up, down := rpingSoftrnicClientViaProxy(t, g, bin, size, "mpasrv", 60*time.Second,
+			time.Minute, []string{"-C", strconv.Itoa(count), "-S", strconv.Itoa(size), "-V", "-v", "-d", "--timeout", "45s"},
+			50*time.Second, func(cr, sr Result) {
+				checkHostPings(t, "softrnic client", cr.Output, "ping data: ", count, size)
+			})
 		checkFrames(t, "softrnic", "siw", up, down)
 	})
 }

@@ -19,43 +19,13 @@ func TestCRC(t *testing.T) {
 	const count, size = 20, 4096
 	t.Run("softrnic client", func(t *testing.T) {
 		record(t, PeerSiw, fmt.Sprintf("MPA CRC requested by softrnic, rping -C %d -S %d -V (guest server)", count, size), "client")
-		p := port()
-		srv, err := g.Start(guestRping(fmt.Sprintf("-s -a %s -p %d -S %d -v", GuestSiwAddr, p, size), "crcsrv", "server ping data: "), 120*time.Second)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer srv.Kill()
-		px, err := g.StartMPAProxy(HostSiwAddr+":0", fmt.Sprintf("%s:%d", GuestSiwAddr, p))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer px.Close()
-		if err := g.WaitCMListen(p, 60*time.Second); err != nil {
-			t.Fatal(err)
-		}
-		cli, err := g.StartHost(2*time.Minute, bin, "rping", "-c", "-a", HostSiwAddr, "-p", strconv.Itoa(px.Addr().Port),
-			"-C", strconv.Itoa(count), "-S", strconv.Itoa(size), "-V", "-v", "-d", "--crc", "--timeout", "90s")
-		if err != nil {
-			t.Fatal(err)
-		}
-		cr, err := cli.Wait(100 * time.Second)
-		if err != nil {
-			t.Fatal(err)
-		}
-		sr, err := srv.Wait(30 * time.Second)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if cr.Code != 0 || sr.Code != 0 {
-			t.Fatalf("softrnic client exit %d:\n%s\nguest server exit %d:\n%s", cr.Code, Tail(cr.Output, 3000), sr.Code, Tail(sr.Output, 3000))
-		}
-		checkHostPings(t, "softrnic client", cr.Output, "ping data: ", count, size)
-		checkGuestSummary(t, "guest rping server", sr.Output, "server ping data: ", count, size)
-		checkCRCUsed(t, cr.Output)
-		up, down, err := px.Wait(30 * time.Second)
-		if err != nil {
-			t.Errorf("mpa proxy: %v", err)
-		}
+		up, down := rpingSoftrnicClientViaProxy(t, g, bin, size, "crcsrv", 120*time.Second,
+			2*time.Minute, []string{"-C", strconv.Itoa(count), "-S", strconv.Itoa(size), "-V", "-v", "-d", "--crc", "--timeout", "90s"},
+			100*time.Second, func(cr, sr Result) {
+				checkHostPings(t, "softrnic client", cr.Output, "ping data: ", count, size)
+				checkGuestSummary(t, "guest rping server", sr.Output, "server ping data: ", count, size)
+				checkCRCUsed(t, cr.Output)
+			})
 		t.Logf("softrnic Request bits %#04x, siw Reply bits %#04x; softrnic→siw %+v; siw→softrnic %+v",
 			up.Bits(), down.Bits(), crcOnly(up), crcOnly(down))
 		if up.Bits()&MPABitC == 0 || down.Bits()&MPABitC == 0 {
@@ -66,39 +36,13 @@ func TestCRC(t *testing.T) {
 	})
 	t.Run("softrnic server", func(t *testing.T) {
 		record(t, PeerSiw, fmt.Sprintf("MPA CRC required by softrnic, rping -C %d -S %d -V (guest client)", count, size), "server")
-		p := port()
-		srv, err := g.StartHost(2*time.Minute, bin, "rping", "-s", "-a", HostSiwAddr, "-p", strconv.Itoa(p), "-S", strconv.Itoa(size),
-			"-v", "-d", "--crc", "--timeout", "90s")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer srv.Kill()
-		if !srv.WaitOutput("listening on", 30*time.Second) {
-			t.Fatalf("softrnic server did not listen:\n%s", srv.Output())
-		}
-		px, err := g.StartMPAProxy(HostSiwAddr+":0", fmt.Sprintf("%s:%d", HostSiwAddr, p))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer px.Close()
-		cli, err := g.Run(guestRping(fmt.Sprintf("-c -a %s -p %d -C %d -S %d -V -v", HostSiwAddr, px.Addr().Port, count, size), "crccli", "ping data: "), 100*time.Second)
-		if err != nil {
-			t.Fatal(err)
-		}
-		sr, err := srv.Wait(30 * time.Second)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if cli.Code != 0 || sr.Code != 0 {
-			t.Fatalf("guest client exit %d:\n%s\nsoftrnic server exit %d:\n%s", cli.Code, Tail(cli.Output, 3000), sr.Code, Tail(sr.Output, 3000))
-		}
-		checkGuestSummary(t, "guest rping client", cli.Output, "ping data: ", count, size)
-		checkHostPings(t, "softrnic server", sr.Output, "server ping data: ", count, size)
-		checkCRCUsed(t, sr.Output)
-		up, down, err := px.Wait(30 * time.Second)
-		if err != nil {
-			t.Errorf("mpa proxy: %v", err)
-		}
+		up, down := rpingSoftrnicServerViaProxy(t, g, bin, count, size, 2*time.Minute,
+			[]string{"-S", strconv.Itoa(size), "-v", "-d", "--crc", "--timeout", "90s"},
+			"crccli", 100*time.Second, func(cli, sr Result) {
+				checkGuestSummary(t, "guest rping client", cli.Output, "ping data: ", count, size)
+				checkHostPings(t, "softrnic server", sr.Output, "server ping data: ", count, size)
+				checkCRCUsed(t, sr.Output)
+			})
 		t.Logf("siw Request bits %#04x, softrnic Reply bits %#04x; siw→softrnic %+v; softrnic→siw %+v",
 			up.Bits(), down.Bits(), crcOnly(up), crcOnly(down))
 		// siw asks for no CRC (mpa_crc_required is off) and accepts a Reply that turns it on.
