@@ -93,7 +93,7 @@ const (
 	ptMaxSize    = 1 << 30
 	ptCommRecvs  = 4  // receives kept posted on the communication QP
 	ptCommSlot   = 64 // bytes per communication receive buffer (messages are ≤ 56)
-	ptDefSettle  = 200 * time.Millisecond
+	ptDefSettle  = iwarp.DefaultSettle
 )
 
 type ptOpts struct {
@@ -141,7 +141,8 @@ func perftestUsage(w io.Writer) {
 	--roce			RoCEv2 + IB CM (as perftest -R on rxe); write and read only;
 				the server needs --bind (its RoCE address)
 	--timeout d		give up after the duration d (e.g. 60s)
-	--settle d		client: pause before the first message (default 200ms; see siw_accept)
+	--settle d		iWARP client: delay the first FPDU after connecting by d, for Linux
+			siw's accept race (default 200ms; 0 disables it)
   ignored: -F, --CPU-freq, -d/--ib-dev, -x/--gid-index, -c RC, -i/--ib-port
 `)
 }
@@ -481,7 +482,7 @@ func (s *ptSession) printf(format string, args ...any) { fmt.Fprintf(s.o.stdout,
 // config is the MPA configuration perftest gets from siw through rdma_cm: rev 2 with the
 // IRD/ORD word, client-server model, CRC only when asked.
 func (s *ptSession) config() *iwarp.Config {
-	return &iwarp.Config{MPA: mpa.Config{Rev: 2, CRC: s.o.crc, MaxPrivateData: mpa.SiwMaxPrivateData}}
+	return &iwarp.Config{MPA: mpa.Config{Rev: 2, CRC: s.o.crc, MaxPrivateData: mpa.SiwMaxPrivateData}, Settle: s.o.settle}
 }
 
 func (s *ptSession) postCommRecv(i int) error {
@@ -615,15 +616,6 @@ func (s *ptSession) run(ctx context.Context) error {
 	} else {
 		if err := s.dial(ctx, s.commQP, 1, &s.commConn); err != nil {
 			return fmt.Errorf("communication connection: %w", err)
-		}
-		// Linux siw (6.1) sends its MPA Reply before it hooks the QP's receive path to the
-		// socket (siw_accept), so an FPDU arriving right behind the Reply can sit unnoticed
-		// in the socket buffer and the exchange hangs. A siw client is never that quick;
-		// wait a moment before the first message (ib_write_bw itself sleeps 1 s here).
-		select {
-		case <-time.After(o.settle):
-		case <-ctx.Done():
-			return ctx.Err()
 		}
 	}
 	// exchange_versions, check_version_compatibility, check_sys_data, check_mtu.

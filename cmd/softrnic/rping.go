@@ -64,12 +64,9 @@ const (
 	rpingCQDepth    = 2 * rpingSendDepth
 	rpingGoAheadLen = rpingInfoLen
 
-	// defaultSettle works around a race in Linux siw's responder (siw_cm.c siw_accept, seen
-	// on 6.1): it sends the MPA Reply before it attaches the QP's receive handler to the
-	// socket, and an FPDU arriving in between is left unread until more data arrives. rping's
-	// first Send is answered before the client sends anything else, so both sides wait forever.
-	// Real rping clients are slow enough after rdma_connect not to hit it; softrnic is not.
-	defaultSettle = 200 * time.Millisecond
+	// defaultSettle is the engine's delay of a client's first FPDU after connecting, a
+	// workaround for Linux siw's responder race (iwarp.Config.Settle).
+	defaultSettle = iwarp.DefaultSettle
 )
 
 // rpingOpts are the parsed command-line options.
@@ -114,7 +111,8 @@ func rpingUsage(w io.Writer) {
 	-p port		port (default 7174)
 	--crc		request MPA CRC32c (rping has no such flag; siw follows the request)
 	--timeout d	give up after the duration d (e.g. 30s)
-	--settle d	client: wait d after connecting before the first Send (default 200ms; see below)
+	--settle d	iWARP client: delay the first FPDU after connecting by d, for Linux siw's
+			accept race (default 200ms; 0 disables it)
 	--fault f	inject a fault: write-bad-stag, read-bad-stag (server), sink-oob (client)
 	--roce		RoCEv2 (IB CM over UDP 4791, as rping on rxe) instead of iWARP;
 			the server needs -a (its RoCE address)
@@ -416,7 +414,7 @@ func (s *rpingSession) debugf(format string, args ...any) {
 // config is the MPA configuration rping uses on siw: rev 2 (enhanced, IRD/ORD word),
 // client-server model, CRC only when asked.
 func (s *rpingSession) config() *iwarp.Config {
-	return &iwarp.Config{MPA: mpa.Config{Rev: 2, CRC: s.o.crc, MaxPrivateData: mpa.SiwMaxPrivateData}}
+	return &iwarp.Config{MPA: mpa.Config{Rev: 2, CRC: s.o.crc, MaxPrivateData: mpa.SiwMaxPrivateData}, Settle: s.o.settle}
 }
 
 func (s *rpingSession) postRecv() error {
@@ -613,13 +611,6 @@ func (s *rpingSession) runClient(ctx context.Context) error {
 	}
 	defer s.report()
 	s.debugf("rdma_connect successful")
-	if s.o.settle > 0 {
-		select {
-		case <-time.After(s.o.settle):
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
 	start := byte(rpingFirstChar)
 	for ping := 0; s.o.count == 0 || ping < s.o.count; ping++ {
 		fillSource(s.start, ping, start)
