@@ -1,144 +1,39 @@
 package interop
 
 import (
-	"bytes"
-	"context"
 	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strconv"
-	"strings"
-	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 )
 
 // perftest interop: the guest's perftest (ib_write_bw, ib_read_bw, ib_send_bw with -R, over
-// siw) against softrnic perftest on the host, in both roles. The helpers here are local to
-// this file (ptBinary, ptHost) so that it depends only on the harness core (vm.go,
-// main_test.go, results.go).
+// siw) against softrnic perftest on the host, in both roles. Host programs run through
+// the harness's Guest.StartHost.
 
-var (
-	ptBinOnce sync.Once
-	ptBinPath string
-	ptBinErr  error
-	ptPorts   atomic.Int32
-)
-
-// ptBinary builds cmd/softrnic once into the cache directory.
-func ptBinary(t *testing.T) string {
-	t.Helper()
-	ptBinOnce.Do(func() {
-		dir := filepath.Join(CacheDir(), "perftest-bin")
-		if ptBinErr = os.MkdirAll(dir, 0o755); ptBinErr != nil {
-			return
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-		defer cancel()
-		ptBinPath = filepath.Join(dir, "softrnic")
-		cmd := exec.CommandContext(ctx, "go", "build", "-o", ptBinPath, "./cmd/softrnic")
-		cmd.Dir = filepath.Join(Dir(), "..", "..")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			ptBinErr = fmt.Errorf("go build ./cmd/softrnic: %v\n%s", err, out)
-		}
-	})
-	if ptBinErr != nil {
-		t.Fatal(ptBinErr)
-	}
-	return ptBinPath
-}
+var ptPorts atomic.Int32
 
 // ptPort returns a fresh port per run (no TIME_WAIT clashes between runs).
 func ptPort() int { return 18600 + int(ptPorts.Add(1)) }
 
-// ptOutput is a goroutine-safe output buffer.
-type ptOutput struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (o *ptOutput) Write(p []byte) (int, error) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.b.Write(p)
-}
-
-func (o *ptOutput) String() string {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.b.String()
-}
-
-// ptHost is softrnic running on the host inside the guest's namespace.
-type ptHost struct {
-	cmd  *exec.Cmd
-	out  ptOutput
-	done chan struct{}
-	err  error
-}
-
-func ptStartHost(t *testing.T, g *Guest, timeout time.Duration, args ...string) *ptHost {
+// ptStartHost starts softrnic with args on the host inside the guest's namespace; the test's
+// cleanup kills it (by pid) if it is still running.
+func ptStartHost(t *testing.T, g *Guest, timeout time.Duration, args ...string) *HostProc {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	p := &ptHost{done: make(chan struct{})}
-	p.cmd = g.HostCommand(ctx, ptBinary(t), args...)
-	p.cmd.Stdout, p.cmd.Stderr = &p.out, &p.out
-	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	p.cmd.WaitDelay = 5 * time.Second
-	if err := p.cmd.Start(); err != nil {
-		cancel()
+	p, err := g.StartHost(timeout, softrnic(t), args...)
+	if err != nil {
 		t.Fatal(err)
 	}
-	go func() {
-		p.err = p.cmd.Wait()
-		cancel()
-		close(p.done)
-	}()
-	t.Cleanup(func() {
-		if p.cmd.Process != nil {
-			_ = p.cmd.Process.Signal(os.Kill) // the process this test started, by pid
-		}
-		<-p.done
-	})
+	t.Cleanup(p.Kill)
 	return p
 }
 
-// waitFor waits until the output contains s or the program exits.
-func (p *ptHost) waitFor(s string, timeout time.Duration) bool {
-	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) {
-		if strings.Contains(p.out.String(), s) {
-			return true
-		}
-		select {
-		case <-p.done:
-			return strings.Contains(p.out.String(), s)
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-	return false
-}
-
-// wait returns the exit code (-1 if it had to be killed).
-func (p *ptHost) wait(timeout time.Duration) int {
-	select {
-	case <-p.done:
-	case <-time.After(timeout):
-		_ = p.cmd.Process.Signal(os.Kill)
-		<-p.done
-		return -1
-	}
-	if p.err != nil {
-		if ee, ok := p.err.(*exec.ExitError); ok {
-			return ee.ExitCode()
-		}
-		return -1
-	}
-	return 0
+// ptExit waits for p and returns its exit code (-1 if it had to be killed).
+func ptExit(p *HostProc, timeout time.Duration) int {
+	r, _ := p.Wait(timeout)
+	return r.Code
 }
 
 // ptReportRE matches perftest's result line (REPORT_FMT): size, iterations, peak, average,
@@ -197,8 +92,8 @@ func TestPerftestGuestClient(t *testing.T) {
 				t0 := time.Now()
 				srv := ptStartHost(t, g, 4*time.Minute, "perftest", v.verb, "-R", "--bind", HostSiwAddr, "-p", strconv.Itoa(port),
 					"-s", strconv.Itoa(size), "-n", strconv.Itoa(ptIters), "--timeout", "180s")
-				if !srv.waitFor("Waiting for client to connect", 30*time.Second) {
-					t.Fatalf("softrnic perftest server did not start:\n%s", srv.out.String())
+				if !srv.WaitOutput("Waiting for client to connect", 30*time.Second) {
+					t.Fatalf("softrnic perftest server did not start:\n%s", srv.Output())
 				}
 				t1 := time.Now()
 				cli, err := g.Run(fmt.Sprintf("%s -R -d siw0 -F -s %d -n %d -p %d %s", v.tool, size, ptIters, port, HostSiwAddr), 200*time.Second)
@@ -206,13 +101,13 @@ func TestPerftestGuestClient(t *testing.T) {
 					t.Fatal(err)
 				}
 				clientTime := time.Since(t1)
-				code := srv.wait(60 * time.Second)
+				code := ptExit(srv, 60*time.Second)
 				elapsed := time.Since(t0)
 				if cli.Code != 0 || code != 0 {
-					t.Fatalf("guest %s exit %d:\n%s\nsoftrnic server exit %d:\n%s", v.tool, cli.Code, Tail(cli.Output, 3000), code, Tail(srv.out.String(), 3000))
+					t.Fatalf("guest %s exit %d:\n%s\nsoftrnic server exit %d:\n%s", v.tool, cli.Code, Tail(cli.Output, 3000), code, Tail(srv.Output(), 3000))
 				}
 				cbw := ptParseReport(t, "guest "+v.tool, cli.Output, size, ptIters, false)
-				sbw := ptParseReport(t, "softrnic server", srv.out.String(), size, ptIters, false)
+				sbw := ptParseReport(t, "softrnic server", srv.Output(), size, ptIters, false)
 				t.Logf("%s -s %d: guest client BW average %.2f MB/s, softrnic server %.2f MB/s; client ran %v, whole test %v",
 					v.tool, size, cbw, sbw, clientTime.Round(100*time.Millisecond), elapsed.Round(100*time.Millisecond))
 			})
@@ -239,16 +134,16 @@ func TestPerftestSoftrnicClient(t *testing.T) {
 				}
 				cli := ptStartHost(t, g, 4*time.Minute, "perftest", v.verb, "-R", "-p", strconv.Itoa(port),
 					"-s", strconv.Itoa(size), "-n", strconv.Itoa(ptIters), "--timeout", "180s", GuestSiwAddr)
-				code := cli.wait(200 * time.Second)
+				code := ptExit(cli, 200*time.Second)
 				sr, err := srv.Wait(60 * time.Second)
 				elapsed := time.Since(t0)
 				if err != nil {
-					t.Fatalf("guest %s server: %v\n%s\nsoftrnic client exit %d:\n%s", v.tool, err, Tail(sr.Output, 3000), code, Tail(cli.out.String(), 3000))
+					t.Fatalf("guest %s server: %v\n%s\nsoftrnic client exit %d:\n%s", v.tool, err, Tail(sr.Output, 3000), code, Tail(cli.Output(), 3000))
 				}
 				if code != 0 || sr.Code != 0 {
-					t.Fatalf("softrnic client exit %d:\n%s\nguest %s server exit %d:\n%s", code, Tail(cli.out.String(), 3000), v.tool, sr.Code, Tail(sr.Output, 3000))
+					t.Fatalf("softrnic client exit %d:\n%s\nguest %s server exit %d:\n%s", code, Tail(cli.Output(), 3000), v.tool, sr.Code, Tail(sr.Output, 3000))
 				}
-				cbw := ptParseReport(t, "softrnic client", cli.out.String(), size, ptIters, true)
+				cbw := ptParseReport(t, "softrnic client", cli.Output(), size, ptIters, true)
 				sbw := ptParseReport(t, "guest "+v.tool+" server", sr.Output, size, ptIters, true)
 				t.Logf("%s -s %d: softrnic client BW average %.2f MB/s, guest server %.2f MB/s, whole test %v",
 					v.tool, size, cbw, sbw, elapsed.Round(100*time.Millisecond))
@@ -292,19 +187,19 @@ func TestPerftestDuration(t *testing.T) {
 		port := ptPort()
 		srv := ptStartHost(t, g, 2*time.Minute, "perftest", "write", "-R", "--bind", HostSiwAddr, "-p", strconv.Itoa(port),
 			"-s", strconv.Itoa(size), "-D", "2", "--timeout", "100s")
-		if !srv.waitFor("Waiting for client to connect", 30*time.Second) {
-			t.Fatalf("softrnic perftest server did not start:\n%s", srv.out.String())
+		if !srv.WaitOutput("Waiting for client to connect", 30*time.Second) {
+			t.Fatalf("softrnic perftest server did not start:\n%s", srv.Output())
 		}
 		cli, err := g.Run(fmt.Sprintf("ib_write_bw -R -d siw0 -F -s %d -D 2 -p %d %s", size, port, HostSiwAddr), 100*time.Second)
 		if err != nil {
 			t.Fatal(err)
 		}
-		code := srv.wait(60 * time.Second)
+		code := ptExit(srv, 60*time.Second)
 		if cli.Code != 0 || code != 0 {
-			t.Fatalf("guest ib_write_bw exit %d:\n%s\nsoftrnic server exit %d:\n%s", cli.Code, Tail(cli.Output, 3000), code, Tail(srv.out.String(), 3000))
+			t.Fatalf("guest ib_write_bw exit %d:\n%s\nsoftrnic server exit %d:\n%s", cli.Code, Tail(cli.Output, 3000), code, Tail(srv.Output(), 3000))
 		}
 		cbw := ptParseReport(t, "guest ib_write_bw", cli.Output, size, -1, false)
-		sbw := ptParseReport(t, "softrnic server", srv.out.String(), size, -1, false)
+		sbw := ptParseReport(t, "softrnic server", srv.Output(), size, -1, false)
 		t.Logf("ib_write_bw -D 2: guest client %.2f MB/s, softrnic server (client's report) %.2f MB/s", cbw, sbw)
 	})
 	t.Run("softrnic-client", func(t *testing.T) {
@@ -320,12 +215,12 @@ func TestPerftestDuration(t *testing.T) {
 		}
 		cli := ptStartHost(t, g, 2*time.Minute, "perftest", "write", "-R", "-p", strconv.Itoa(port), "-s", strconv.Itoa(size),
 			"-D", "2", "--timeout", "100s", GuestSiwAddr)
-		code := cli.wait(100 * time.Second)
+		code := ptExit(cli, 100*time.Second)
 		sr, err := srv.Wait(60 * time.Second)
 		if err != nil || code != 0 || sr.Code != 0 {
-			t.Fatalf("%v: softrnic client exit %d:\n%s\nguest server exit %d:\n%s", err, code, Tail(cli.out.String(), 3000), sr.Code, Tail(sr.Output, 3000))
+			t.Fatalf("%v: softrnic client exit %d:\n%s\nguest server exit %d:\n%s", err, code, Tail(cli.Output(), 3000), sr.Code, Tail(sr.Output, 3000))
 		}
-		cbw := ptParseReport(t, "softrnic client", cli.out.String(), size, -1, true)
+		cbw := ptParseReport(t, "softrnic client", cli.Output(), size, -1, true)
 		sbw := ptParseReport(t, "guest ib_write_bw server", sr.Output, size, -1, true)
 		t.Logf("ib_write_bw -D 2: softrnic client %.2f MB/s, guest server (client's report) %.2f MB/s", cbw, sbw)
 	})

@@ -20,19 +20,19 @@ func TestRxePerftest(t *testing.T) {
 			port := ptPort()
 			srv := ptStartHost(t, g, 3*time.Minute, "perftest", v.verb, "--roce", "-R", "--bind", HostRxeAddr, "-p", strconv.Itoa(port),
 				"-s", strconv.Itoa(size), "-n", strconv.Itoa(iters), "--timeout", "120s")
-			if !srv.waitFor("Waiting for client to connect", 30*time.Second) {
-				t.Fatalf("softrnic perftest server did not start:\n%s", srv.out.String())
+			if !srv.WaitOutput("Waiting for client to connect", 30*time.Second) {
+				t.Fatalf("softrnic perftest server did not start:\n%s", srv.Output())
 			}
 			cli, err := g.Run(fmt.Sprintf("%s -R -x 1 -d rxe0 -F -s %d -n %d -p %d %s", v.tool, size, iters, port, HostRxeAddr), 150*time.Second)
 			if err != nil {
 				t.Fatal(err)
 			}
-			code := srv.wait(60 * time.Second)
+			code := ptExit(srv, 60*time.Second)
 			if cli.Code != 0 || code != 0 {
-				t.Fatalf("guest %s exit %d:\n%s\nsoftrnic server exit %d:\n%s", v.tool, cli.Code, Tail(cli.Output, 3000), code, Tail(srv.out.String(), 3000))
+				t.Fatalf("guest %s exit %d:\n%s\nsoftrnic server exit %d:\n%s", v.tool, cli.Code, Tail(cli.Output, 3000), code, Tail(srv.Output(), 3000))
 			}
 			cbw := ptParseReport(t, "guest "+v.tool, cli.Output, size, iters, false)
-			sbw := ptParseReport(t, "softrnic server", srv.out.String(), size, iters, false)
+			sbw := ptParseReport(t, "softrnic server", srv.Output(), size, iters, false)
 			t.Logf("%s over RoCEv2: guest client %.2f MB/s, softrnic server (client's report) %.2f MB/s", v.tool, cbw, sbw)
 		})
 		t.Run(v.verb+"/softrnic-client", func(t *testing.T) {
@@ -48,12 +48,12 @@ func TestRxePerftest(t *testing.T) {
 			}
 			cli := ptStartHost(t, g, 3*time.Minute, "perftest", v.verb, "--roce", "-R", "-p", strconv.Itoa(port),
 				"-s", strconv.Itoa(size), "-n", strconv.Itoa(iters), "--timeout", "120s", GuestRxeAddr)
-			code := cli.wait(150 * time.Second)
+			code := ptExit(cli, 150*time.Second)
 			sr, err := srv.Wait(60 * time.Second)
 			if err != nil || code != 0 || sr.Code != 0 {
-				t.Fatalf("%v: softrnic client exit %d:\n%s\nguest %s server exit %d:\n%s", err, code, Tail(cli.out.String(), 3000), v.tool, sr.Code, Tail(sr.Output, 3000))
+				t.Fatalf("%v: softrnic client exit %d:\n%s\nguest %s server exit %d:\n%s", err, code, Tail(cli.Output(), 3000), v.tool, sr.Code, Tail(sr.Output, 3000))
 			}
-			cbw := ptParseReport(t, "softrnic client", cli.out.String(), size, iters, true)
+			cbw := ptParseReport(t, "softrnic client", cli.Output(), size, iters, true)
 			sbw := ptParseReport(t, "guest "+v.tool+" server", sr.Output, size, iters, true)
 			t.Logf("%s over RoCEv2: softrnic client %.2f MB/s, guest server (client's report) %.2f MB/s", v.tool, cbw, sbw)
 		})
