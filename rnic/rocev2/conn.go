@@ -990,6 +990,23 @@ func isWriteOp(op roce.Opcode) bool {
 // execute runs the request at the expected PSN (rxe resp: check_op_seq,
 // check_op_valid, check_resource, check_rkey, execute). uc selects the
 // UC rules: errors drop the message silently instead of a NAK.
+// takeRecv takes the receive WQE for an incoming SEND or WRITE with immediate. With none
+// posted it answers an RNR NAK with our min_rnr_timer (RC, IBTA §9.7.5.2.8) or drops the
+// message (UC) and returns nil; it also returns nil when the QP cannot take receives.
+func (c *Conn) takeRecv(r *rxCtx, uc bool, fail func(roce.NAKCode)) (*rnic.RecvWQE, rnic.Status) {
+	w, st := c.qp.TakeRecv()
+	if w != nil || st != rnic.StatusSuccess {
+		return w, st
+	}
+	if uc {
+		fail(0)
+		return nil, st
+	}
+	c.ackPending = false
+	c.sendAck(r, roce.RNRNAKSyndrome(c.cfg.MinRNRTimer), c.ePSN, 0, false)
+	return nil, st
+}
+
 func (c *Conn) execute(r *rxCtx, p *roce.Packet) {
 	op := p.Opcode()
 	uc := c.typ == UC
@@ -1012,18 +1029,8 @@ func (c *Conn) execute(r *rxCtx, p *roce.Packet) {
 			return
 		}
 		if c.curRecv == nil {
-			w, st := c.qp.TakeRecv()
+			w, st := c.takeRecv(r, uc, fail)
 			if w == nil {
-				if st != rnic.StatusSuccess {
-					return
-				}
-				if uc {
-					fail(0)
-					return
-				}
-				// IBTA §9.7.5.2.8: no receive WQE: RNR NAK with our min_rnr_timer.
-				c.ackPending = false
-				c.sendAck(r, roce.RNRNAKSyndrome(c.cfg.MinRNRTimer), c.ePSN, 0, false)
 				return
 			}
 			c.curRecv = w
@@ -1079,17 +1086,8 @@ func (c *Conn) execute(r *rxCtx, p *roce.Packet) {
 			return
 		}
 		if p.ImmDt != nil && c.curRecv == nil {
-			w, st := c.qp.TakeRecv()
+			w, st := c.takeRecv(r, uc, fail)
 			if w == nil {
-				if st != rnic.StatusSuccess {
-					return
-				}
-				if uc {
-					fail(0)
-					return
-				}
-				c.ackPending = false
-				c.sendAck(r, roce.RNRNAKSyndrome(c.cfg.MinRNRTimer), c.ePSN, 0, false)
 				return
 			}
 			c.curRecv = w
