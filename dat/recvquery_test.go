@@ -64,12 +64,22 @@ func TestRecvQuerySharedSRQ(t *testing.T) {
 			t.Fatalf("completed buffers counted: %d %d %v", n, s, err)
 		}
 	}
-	// The transport takes a buffer at a message's first DDP segment and completes it at
-	// the last; freeze that state by taking buffers through the engine as the
-	// transport would for multi-segment Sends in flight: two at A, one at B.
+	// A transport takes a buffer at a message's first segment and completes it at the
+	// last. To freeze that state, two more EPs on the SRQ (C and D) get a stand-in
+	// transport through the engine's SPI, which takes buffers as a transport would for
+	// multi-segment Sends in flight: two at C, one at D.
+	epC, err := srv.ia.CreateEPWithSRQ(srv.pz, evdA, srv.dto, srv.conn, srq, &attr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	epD, err := srv.ia.CreateEPWithSRQ(srv.pz, evdB, srv.dto, srv.conn, srq, &attr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tC, tD := attachStandIn(t, epC.qp), attachStandIn(t, epD.qp)
 	var inflight []*rnic.RecvWQE
-	for _, q := range []*rnic.QP{epA.qp, epA.qp, epB.qp} {
-		w, st := q.TakeRecv()
+	for _, tq := range []*rnic.TransportQP{tC, tC, tD} {
+		w, st := tq.TakeRecv()
 		if w == nil || st != rnic.StatusSuccess {
 			t.Fatal("take", st)
 		}
@@ -81,36 +91,51 @@ func TestRecvQuerySharedSRQ(t *testing.T) {
 			t.Fatalf("recv_query: %d %d %v, want %d", n, s, err, want)
 		}
 	}
-	check(epA, 2)
-	check(epB, 1)
+	check(epC, 2)
+	check(epD, 1)
+	check(epA, 0)
 	if p, _ := srq.Query(SRQFieldAll); p.AvailableDTOCount != 1 || p.OutstandingDTOCount != 8 {
 		t.Fatalf("%+v", p)
 	}
-	// one of A's messages completes
-	epA.qp.CompleteRecv(inflight[0], rnic.RecvResult{Opcode: rnic.WCRecv, ByteLen: 4})
-	waitFor(t, "fourth completion at A", func() bool { return evdA.count() == 4 })
-	check(epA, 1)
-	check(epB, 1)
+	// one of C's messages completes
+	tC.CompleteRecv(inflight[0], rnic.RecvResult{Opcode: rnic.WCRecv, ByteLen: 4})
+	waitFor(t, "fourth completion at A's EVD", func() bool { return evdA.count() == 4 })
+	check(epC, 1)
+	check(epD, 1)
 	// dequeuing does not change the counts
 	for i := 0; i < 4; i++ {
-		if ev, err := evdA.Dequeue(); err != nil || ev.DTO.Op != DTOReceive || ev.DTO.EP != epA {
+		if ev, err := evdA.Dequeue(); err != nil || ev.DTO.Op != DTOReceive || (ev.DTO.EP != epA && ev.DTO.EP != epC) {
 			t.Fatal(ev, err)
 		}
 	}
-	check(epA, 1)
-	// an abrupt disconnect flushes B's buffer and leaves A's count alone
-	if err := epB.Disconnect(CloseAbrupt); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, "flush at B", func() bool { return evdB.count() == 2 })
-	check(epB, 0)
-	check(epA, 1)
-	if err := epA.Disconnect(CloseAbrupt); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, "flush at A", func() bool { return evdA.count() == 1 })
-	check(epA, 0)
+	check(epC, 1)
+	// the end of D's connection flushes D's buffer and leaves C's count alone
+	tD.TransportDone(nil)
+	waitFor(t, "flush at D", func() bool { return evdB.count() == 2 })
+	check(epD, 0)
+	check(epC, 1)
+	tC.TransportDone(nil)
+	waitFor(t, "flush at C", func() bool { return evdA.count() == 1 })
+	check(epC, 0)
 	if _, _, err := (*EP)(nil).RecvQuery(); !errors.Is(err, ErrInvalidHandleEP) {
 		t.Fatal(err)
 	}
+}
+
+// standIn is a transport that carries nothing: tests attach it to take and complete
+// work through the engine's SPI the way a wire transport would.
+type standIn struct{ tq *rnic.TransportQP }
+
+func (s *standIn) SendQueued()              {}
+func (s *standIn) Disconnect(graceful bool) { go s.tq.TransportDone(nil) }
+
+func attachStandIn(t *testing.T, qp *rnic.QP) *rnic.TransportQP {
+	t.Helper()
+	s := &standIn{}
+	tq, err := rnic.AttachTransport(qp, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.tq = tq
+	return tq
 }

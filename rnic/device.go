@@ -82,6 +82,8 @@ type Device struct {
 
 	closed atomic.Bool
 
+	atomicMu sync.Mutex // serializes inbound atomics of every transport (TransportQP.Atomic)
+
 	evMu     sync.Mutex
 	evQ      []AsyncEvent
 	evSignal chan struct{}

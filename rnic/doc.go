@@ -45,21 +45,27 @@
 //
 // # Transport SPI
 //
-// A transport binds itself to a QP with [QP.Attach], giving a [QPTransport]. The engine
-// calls the transport only through that interface: SendQueued when new send work was
-// posted, Disconnect to close (gracefully or abortively). The transport calls back into
-// the engine, from its own goroutines, with:
+// Applications use [QP]; a wire transport binds itself to a QP with [AttachTransport],
+// giving a [QPTransport] and getting a [TransportQP]: the transport's handle, with the calls
+// only a transport makes. The engine calls the transport only through QPTransport:
+// SendQueued when new send work was posted, Disconnect to close (gracefully or abortively).
+// The transport calls back into the engine, from its own goroutines, through TransportQP:
 //
-//   - [QP.NextSend] to take the next send WQE in post order and [QP.CompleteSend] to
-//     finish it with a status (completions are reported in post order; a WQE finished out of
-//     order, such as a Write after an outstanding Read, waits for its predecessors);
-//   - [QP.TakeRecv] to consume the next receive buffer from the RQ or the SRQ, and
-//     [QP.CompleteRecv] to complete it;
-//   - [PD.ResolveRemote] to validate an incoming tagged access (STag exists, is valid, PD and
-//     QP match, rights, bounds) and get the target bytes, [PD.ResolveLocal] for local SGEs,
-//     [QP.Invalidate] for Send-with-Invalidate;
-//   - [QP.Established], [QP.Fatal], [QP.TransportDone] to drive the state machine, and the
-//     Count… methods for the per-QP and per-device counters.
+//   - [TransportQP.NextSend] to take the next send WQE in post order and
+//     [TransportQP.CompleteSend] to finish it with a status (completions are reported in
+//     post order; a WQE finished out of order, such as a Write after an outstanding Read,
+//     waits for its predecessors);
+//   - [TransportQP.TakeRecv] to consume the next receive buffer from the RQ or the SRQ,
+//     and [TransportQP.FinishRecv] (or CompleteRecv) to complete it;
+//   - [TransportQP.ResolveRemote] to validate an incoming tagged access (STag exists, is
+//     valid, PD and QP match, rights, bounds) and get the target bytes,
+//     [TransportQP.Invalidate] for Send with Invalidate, [TransportQP.Atomic] to execute an
+//     inbound atomic under the device's atomic lock;
+//   - [TransportQP.Established], [TransportQP.Fatal], [TransportQP.TransportDone] to drive
+//     the state machine, and the Count… methods for the per-QP and per-device counters.
+//
+// Payload moves between the wire and a WQE's memory through [Segs], the resolved SGL
+// addressed as one message (vectored slices for readv/writev, or copies for packets).
 //
 // The SPI is deliberately message oriented: an iWARP transport streams bytes over TCP and
 // finishes a send WQE as soon as it is written; a packet transport (RoCEv2, with PSNs,

@@ -51,19 +51,19 @@ func TestSTagTable(t *testing.T) {
 		{pd, mr.STag(), ^uint64(0), 2, AccessRemoteWrite, AccessErrTOWrap},
 	}
 	for i, c := range cases {
-		b, err := c.pd.ResolveRemote(nil, c.stag, c.to, c.n, c.right)
+		b, err := c.pd.resolveRemote(nil, c.stag, c.to, c.n, c.right)
 		if err != c.want || (err == nil && uint64(len(b)) != c.n) {
 			t.Errorf("case %d: %v (len %d), want %v", i, err, len(b), c.want)
 		}
 	}
-	b, _ := pd.ResolveRemote(nil, mr.STag(), 0x1010, 4, AccessRemoteWrite)
+	b, _ := pd.resolveRemote(nil, mr.STag(), 0x1010, 4, AccessRemoteWrite)
 	b[0] = 7
 	if buf[16] != 7 {
 		t.Fatal("resolved slice does not alias the region")
 	}
 	if allocs := testing.AllocsPerRun(100, func() {
-		_, _ = pd.ResolveRemote(nil, mr.STag(), 0x1000, 10, AccessRemoteWrite)
-		_, _ = pd.ResolveRemote(nil, 5, 0x1000, 10, AccessRemoteWrite)
+		_, _ = pd.resolveRemote(nil, mr.STag(), 0x1000, 10, AccessRemoteWrite)
+		_, _ = pd.resolveRemote(nil, 5, 0x1000, 10, AccessRemoteWrite)
 	}); allocs != 0 {
 		t.Fatalf("ResolveRemote allocates %v", allocs)
 	}
@@ -71,7 +71,7 @@ func TestSTagTable(t *testing.T) {
 	if err := pd.invalidate(nil, mr.STag()); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := pd.ResolveRemote(nil, mr.STag(), 0x1000, 1, AccessRemoteWrite); err != AccessErrInvalidSTag {
+	if _, err := pd.resolveRemote(nil, mr.STag(), 0x1000, 1, AccessRemoteWrite); err != AccessErrInvalidSTag {
 		t.Fatal("invalidated STag resolves")
 	}
 	old := mr.STag()
@@ -101,10 +101,10 @@ func TestMemoryWindows(t *testing.T) {
 	if mr.Dereg() != ErrInUse {
 		t.Fatal("deregistered a region with a bound window")
 	}
-	if _, err := pd.ResolveRemote(nil, w1.STag(), 16, 16, AccessRemoteRead); err != nil {
+	if _, err := pd.resolveRemote(nil, w1.STag(), 16, 16, AccessRemoteRead); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := pd.ResolveRemote(nil, w1.STag(), 16, 17, AccessRemoteRead); err != AccessErrBounds {
+	if _, err := pd.resolveRemote(nil, w1.STag(), 16, 17, AccessRemoteRead); err != AccessErrBounds {
 		t.Fatal("window bounds")
 	}
 	if pd.invalidate(nil, w1.STag()) == nil {
@@ -144,13 +144,14 @@ func TestQPStateAndOrdering(t *testing.T) {
 		t.Fatal("post send in Idle")
 	}
 	f := &fakeT{disconnect: make(chan bool, 4)}
-	if err := qp.Attach(f); err != nil {
+	tq, err := AttachTransport(qp, f)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if qp.Attach(f) != ErrAttached {
+	if _, err := AttachTransport(qp, f); err != ErrAttached {
 		t.Fatal("double attach")
 	}
-	if err := qp.Established(); err != nil || qp.State() != QPRTS {
+	if err := tq.Established(); err != nil || qp.State() != QPRTS {
 		t.Fatal(err, qp.State())
 	}
 	for i := 0; i < 4; i++ {
@@ -161,28 +162,28 @@ func TestQPStateAndOrdering(t *testing.T) {
 	if qp.PostSend(&SendWR{Opcode: OpSend}) != ErrQueueFull {
 		t.Fatal("overfull SQ")
 	}
-	w0, w1 := qp.NextSend(), qp.NextSend()
-	qp.CompleteSend(w1, StatusSuccess) // out of order: held back
+	w0, w1 := tq.NextSend(), tq.NextSend()
+	tq.CompleteSend(w1, StatusSuccess) // out of order: held back
 	var wc [8]Completion
 	if n, _ := cq.Poll(wc[:]); n != 0 {
 		t.Fatal("completion out of order")
 	}
-	qp.CompleteSend(w0, StatusSuccess)
+	tq.CompleteSend(w0, StatusSuccess)
 	if n, _ := cq.Poll(wc[:]); n != 2 || wc[0].WRID != 0 || wc[1].WRID != 1 {
 		t.Fatalf("in-order completions: %d %+v", n, wc[:2])
 	}
 	_ = qp.PostRecv(&RecvWR{WRID: 50})
-	qp.Fatal(EventQPFatal, errors.New("boom"))
+	tq.Fatal(EventQPFatal, errors.New("boom"))
 	if g := <-f.disconnect; g {
 		t.Fatal("Fatal asked for a graceful disconnect")
 	}
-	if qp.State() != QPError || qp.NextSend() != nil {
+	if qp.State() != QPError || tq.NextSend() != nil {
 		t.Fatal("state after Fatal")
 	}
 	if n, _ := cq.Poll(wc[:]); n != 0 {
 		t.Fatal("flushed before TransportDone")
 	}
-	qp.TransportDone(nil)
+	tq.TransportDone(nil)
 	n, _ := cq.Poll(wc[:])
 	if n != 3 || wc[0].WRID != 2 || wc[0].Status != StatusWRFlushErr || wc[2].WRID != 50 || wc[2].Opcode != WCRecv {
 		t.Fatalf("flush: %d %+v", n, wc[:n])
@@ -252,7 +253,8 @@ func TestSRQLimit(t *testing.T) {
 	for i := 0; i < 3; i++ {
 		_ = srq.PostRecv(&RecvWR{WRID: uint64(i)})
 	}
-	w, st := qp.TakeRecv()
+	tq := &TransportQP{q: qp} // no transport: the SPI calls alone
+	w, st := tq.TakeRecv()
 	if w == nil || st != StatusSuccess || w.WRID != 0 {
 		t.Fatal("take")
 	}
@@ -261,11 +263,11 @@ func TestSRQLimit(t *testing.T) {
 		t.Fatalf("early event %v", e)
 	case <-time.After(20 * time.Millisecond):
 	}
-	qp.TakeRecv()
+	tq.TakeRecv()
 	if e := <-d.Events(); e.Type != EventSRQLimitReached || e.SRQ != srq {
 		t.Fatal(e)
 	}
-	qp.CompleteRecv(w, RecvResult{ByteLen: 3, Opcode: WCRecv})
+	tq.CompleteRecv(w, RecvResult{ByteLen: 3, Opcode: WCRecv})
 	var wc [2]Completion
 	if n, _ := cq.Poll(wc[:]); n != 1 || !wc[0].SRQ || wc[0].ByteLen != 3 {
 		t.Fatalf("%+v", wc[0])
@@ -283,8 +285,8 @@ func TestStrings(t *testing.T) {
 func TestDataPathNoAlloc(t *testing.T) {
 	d, pd, cq := setup(t)
 	qp, _ := d.CreateQP(pd, QPAttr{SendCQ: cq, RecvCQ: cq, Cap: QPCap{MaxSendWR: 8, MaxRecvWR: 8}})
-	_ = qp.Attach(&fakeT{disconnect: make(chan bool, 1)})
-	_ = qp.Established()
+	tq, _ := AttachTransport(qp, &fakeT{disconnect: make(chan bool, 1)})
+	_ = tq.Established()
 	buf := make([]byte, 64)
 	mr, _ := pd.RegMR(buf, AccessLocalWrite)
 	wr := &SendWR{Opcode: OpSend, Flags: Signaled, SGL: []SGE{mr.SGE(0, 64)}}
@@ -292,16 +294,16 @@ func TestDataPathNoAlloc(t *testing.T) {
 	var wc [4]Completion
 	allocs := testing.AllocsPerRun(200, func() {
 		_ = qp.PostSend(wr)
-		w := qp.NextSend()
-		qp.CompleteSend(w, StatusSuccess)
+		w := tq.NextSend()
+		tq.CompleteSend(w, StatusSuccess)
 		_ = qp.PostRecv(rwr)
-		r, _ := qp.TakeRecv()
-		qp.CompleteRecv(r, RecvResult{Opcode: WCRecv, ByteLen: 64})
+		r, _ := tq.TakeRecv()
+		tq.CompleteRecv(r, RecvResult{Opcode: WCRecv, ByteLen: 64})
 		if n, _ := cq.Poll(wc[:]); n != 2 {
 			t.Fatal("poll", n)
 		}
 	})
-	qp.TransportDone(nil)
+	tq.TransportDone(nil)
 	if allocs != 0 {
 		t.Fatalf("data path allocates %v per op", allocs)
 	}
@@ -314,38 +316,38 @@ func TestCQOverflowMovesQPsToError(t *testing.T) {
 	d, pd, _ := setup(t)
 	cq, _ := d.CreateCQ(1)
 	other, _ := d.CreateCQ(8)
-	mk := func() (*QP, *fakeT) {
+	mk := func() (*TransportQP, *fakeT) {
 		qp, err := d.CreateQP(pd, QPAttr{SendCQ: cq, RecvCQ: other, Cap: QPCap{MaxSendWR: 4, MaxRecvWR: 4}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		f := &fakeT{disconnect: make(chan bool, 4)}
-		_ = qp.Attach(f)
-		_ = qp.Established()
-		return qp, f
+		tq, _ := AttachTransport(qp, f)
+		_ = tq.Established()
+		return tq, f
 	}
 	a, fa := mk()
 	b, fb := mk()
 	c, _ := mk()
-	send := func(qp *QP) {
+	send := func(qp *TransportQP) {
 		t.Helper()
-		if err := qp.PostSend(&SendWR{Opcode: OpSend, Flags: Signaled}); err != nil {
+		if err := qp.q.PostSend(&SendWR{Opcode: OpSend, Flags: Signaled}); err != nil {
 			t.Fatal(err)
 		}
 		qp.CompleteSend(qp.NextSend(), StatusSuccess)
 	}
 	send(a) // fills the CQ
-	if a.State() != QPRTS {
+	if a.q.State() != QPRTS {
 		t.Fatal("QP left RTS before the overflow")
 	}
 	send(a) // overflows it
-	if a.State() != QPError {
-		t.Fatalf("overflowing QP in %v", a.State())
+	if a.q.State() != QPError {
+		t.Fatalf("overflowing QP in %v", a.q.State())
 	}
 	if graceful := <-fa.disconnect; graceful {
 		t.Fatal("graceful disconnect after an overflow")
 	}
-	if b.State() != QPRTS || c.State() != QPRTS {
+	if b.q.State() != QPRTS || c.q.State() != QPRTS {
 		t.Fatal("QPs without completions changed state")
 	}
 	var wc [4]Completion
@@ -353,11 +355,11 @@ func TestCQOverflowMovesQPsToError(t *testing.T) {
 		t.Fatalf("poll: %d %v", n, err)
 	}
 	send(b) // room again, but the CQ stays in error
-	if b.State() != QPError {
-		t.Fatalf("QP completing into a CQ in error is in %v", b.State())
+	if b.q.State() != QPError {
+		t.Fatalf("QP completing into a CQ in error is in %v", b.q.State())
 	}
 	<-fb.disconnect
-	if c.State() != QPRTS {
+	if c.q.State() != QPRTS {
 		t.Fatal("idle QP changed state")
 	}
 	var cqErr, fatal int
@@ -369,7 +371,7 @@ func TestCQOverflowMovesQPsToError(t *testing.T) {
 			case e.Type == EventCQErr && e.CQ == cq:
 				cqErr++
 			case e.Type == EventQPFatal && errors.Is(e.Err, ErrCQOverflow):
-				if e.QP != a && e.QP != b {
+				if e.QP != a.q && e.QP != b.q {
 					t.Fatalf("fatal event for QP %d", e.QP.Num())
 				}
 				fatal++
@@ -378,7 +380,7 @@ func TestCQOverflowMovesQPsToError(t *testing.T) {
 			t.Fatalf("events: %d CQ errors, %d QP fatal", cqErr, fatal)
 		}
 	}
-	for _, qp := range []*QP{a, b, c} {
+	for _, qp := range []*TransportQP{a, b, c} {
 		qp.TransportDone(nil)
 	}
 }

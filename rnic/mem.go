@@ -295,7 +295,7 @@ func (d *Device) lookup(stag uint32) *memObj {
 // and returns the target bytes. The checks follow RFC 5040 §6 / RFC 5041 §7: the STag
 // exists and is valid, belongs to this PD (and for a type 2 window, to qp; qp may be nil to
 // skip that check), grants the right, and [to, to+n) lies inside it. It never allocates.
-func (pd *PD) ResolveRemote(qp *QP, stag uint32, to, n uint64, right Access) ([]byte, error) {
+func (pd *PD) resolveRemote(qp *QP, stag uint32, to, n uint64, right Access) ([]byte, error) {
 	d := pd.dev
 	d.memMu.RLock()
 	defer d.memMu.RUnlock()
@@ -321,7 +321,7 @@ func (pd *PD) ResolveRemote(qp *QP, stag uint32, to, n uint64, right Access) ([]
 
 // ResolveLocal validates a local SGE (an MR of this PD; AccessLocalWrite when write is
 // set) and returns its bytes. It never allocates.
-func (pd *PD) ResolveLocal(sge SGE, write bool) ([]byte, error) {
+func (pd *PD) resolveLocal(sge SGE, write bool) ([]byte, error) {
 	d := pd.dev
 	d.memMu.RLock()
 	defer d.memMu.RUnlock()

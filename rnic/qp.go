@@ -26,20 +26,20 @@ type QPAttr struct {
 // documentation for the whole SPI). Both methods must return promptly and may be called
 // from any goroutine, concurrently with the transport's own goroutines.
 type QPTransport interface {
-	// SendQueued reports that new work is on the send queue ([QP.NextSend] will return it).
+	// SendQueued reports that new work is on the send queue ([TransportQP.NextSend] will return it).
 	SendQueued()
 	// Disconnect closes the connection: gracefully (finish queued sends, then close the
-	// LLP) or abortively. The transport must eventually call QP.TransportDone, after its
+	// LLP) or abortively. The transport must eventually call TransportQP.TransportDone, after its
 	// goroutines stopped touching work-request memory.
 	Disconnect(graceful bool)
 }
 
 // SendWQE is a posted send work request as the engine lends it to the transport between
-// [QP.NextSend] and [QP.CompleteSend]. SGL, Segs and Inline data stay valid until then.
+// [TransportQP.NextSend] and [TransportQP.CompleteSend]. SGL, Segs and Inline data stay valid until then.
 type SendWQE struct {
 	SendWR
-	Segs    [][]byte // SGL resolved to memory (or the inline copy) by NextSend
-	Len     uint64   // total payload length
+	Segs    Segs   // SGL resolved to memory (or the inline copy) by NextSend
+	Len     uint64 // total payload length
 	Scratch [4]uint64
 
 	sgl    []SGE
@@ -222,7 +222,7 @@ func (q *QP) PostSend(wr *SendWR) error {
 			return ErrInlineTooLong
 		}
 		for _, s := range wr.SGL {
-			b, err := q.pd.ResolveLocal(s, false)
+			b, err := q.pd.resolveLocal(s, false)
 			if err != nil {
 				q.mu.Unlock()
 				return err
@@ -278,7 +278,7 @@ func (q *QP) Disconnect() {
 		return
 	case QPIdle:
 		q.mu.Unlock()
-		q.Fatal(EventDisconnected, nil)
+		q.fatal(EventDisconnected, nil)
 		return
 	}
 	q.mu.Unlock()
@@ -304,10 +304,10 @@ func (q *QP) Destroy() error {
 	return nil
 }
 
-// ---- transport SPI ----
+// ---- the engine side of the transport SPI (spi.go exports it on TransportQP) ----
 
-// Attach binds a transport to an Idle QP.
-func (q *QP) Attach(t QPTransport) error {
+// attach binds a transport to an Idle QP.
+func (q *QP) attach(t QPTransport) error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.t != nil {
@@ -320,8 +320,8 @@ func (q *QP) Attach(t QPTransport) error {
 	return nil
 }
 
-// Established moves an attached Idle QP to RTS and posts EventCommEstablished.
-func (q *QP) Established() error {
+// established moves an attached Idle QP to RTS and posts EventCommEstablished.
+func (q *QP) established() error {
 	q.mu.Lock()
 	if q.state != QPIdle || q.t == nil {
 		q.mu.Unlock()
@@ -337,9 +337,9 @@ func (q *QP) Established() error {
 	return nil
 }
 
-// EnterTerminate moves the QP to Terminate (RFC 5040 §5): the transport found a protocol
+// enterTerminate moves the QP to Terminate (RFC 5040 §5): the transport found a protocol
 // error and is sending a Terminate message. It is followed by Fatal.
-func (q *QP) EnterTerminate() {
+func (q *QP) enterTerminate() {
 	q.mu.Lock()
 	if q.state == QPRTS || q.state == QPClosing {
 		q.state = QPTerminate
@@ -347,10 +347,10 @@ func (q *QP) EnterTerminate() {
 	q.mu.Unlock()
 }
 
-// Fatal moves the QP to Error because of err (posting an async event of type ev unless
+// fatal moves the QP to Error because of err (posting an async event of type ev unless
 // the QP was already in Error) and asks the transport to abort. Work is flushed when the
 // transport calls TransportDone (at once if no transport is attached).
-func (q *QP) Fatal(ev EventType, err error) { q.abort(ev, err, true) }
+func (q *QP) fatal(ev EventType, err error) { q.abort(ev, err, true) }
 
 func (q *QP) abort(ev EventType, err error, post bool) {
 	q.mu.Lock()
@@ -381,11 +381,11 @@ func (q *QP) abort(ev EventType, err error, post bool) {
 	}
 }
 
-// TransportDone is called by the transport once its goroutines have stopped and it no
+// transportDone is called by the transport once its goroutines have stopped and it no
 // longer touches work-request memory. The QP moves to Error and all unfinished work is
 // flushed with StatusWRFlushErr. err (may be nil) is the reason; if the QP was not already
 // in Error, EventDisconnected is posted with it.
-func (q *QP) TransportDone(err error) {
+func (q *QP) transportDone(err error) {
 	q.mu.Lock()
 	if q.tDone {
 		q.mu.Unlock()
@@ -406,11 +406,11 @@ func (q *QP) TransportDone(err error) {
 	}
 }
 
-// NextSend returns the next send WQE in post order with its SGL resolved, or nil when none
+// nextSend returns the next send WQE in post order with its SGL resolved, or nil when none
 // is waiting or the QP is not in RTS/Closing. A WQE whose SGL fails the local checks is
 // completed with StatusLocProtErr (or StatusLocLenErr) here, the QP is moved to Error, and
 // nil is returned.
-func (q *QP) NextSend() *SendWQE {
+func (q *QP) nextSend() *SendWQE {
 	q.mu.Lock()
 	if (q.state != QPRTS && q.state != QPClosing) || q.sqNext == q.sqTl {
 		q.mu.Unlock()
@@ -420,15 +420,15 @@ func (q *QP) NextSend() *SendWQE {
 	q.sqNext++
 	q.mu.Unlock()
 	if st := q.resolveSend(w); st != StatusSuccess {
-		q.CompleteSend(w, st)
-		q.Fatal(EventQPFatal, AccessErrInvalidSTag)
+		q.completeSend(w, st)
+		q.fatal(EventQPFatal, AccessErrInvalidSTag)
 		return nil
 	}
 	return w
 }
 
-// SendPending reports whether NextSend has work waiting.
-func (q *QP) SendPending() bool {
+// sendPending reports whether NextSend has work waiting.
+func (q *QP) sendPending() bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	return q.sqNext != q.sqTl
@@ -448,7 +448,7 @@ func (q *QP) resolveSend(w *SendWQE) Status {
 	}
 	write := w.Opcode == OpRead || w.Opcode == OpAtomicCmpSwap || w.Opcode == OpAtomicFetchAdd
 	for _, s := range w.SGL {
-		b, err := q.pd.ResolveLocal(s, write)
+		b, err := q.pd.resolveLocal(s, write)
 		if err != nil {
 			return StatusLocProtErr
 		}
@@ -461,19 +461,19 @@ func (q *QP) resolveSend(w *SendWQE) Status {
 	return StatusSuccess
 }
 
-// IsOldest reports whether w is the oldest unfinished send WQE (every WQE posted before it
+// isOldest reports whether w is the oldest unfinished send WQE (every WQE posted before it
 // has completed): the condition for a LocalFence.
-func (q *QP) IsOldest(w *SendWQE) bool {
+func (q *QP) isOldest(w *SendWQE) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	return q.sqHead != q.sqTl && &q.sq[q.sqHead%uint64(len(q.sq))] == w
 }
 
-// CompleteSend finishes a send WQE taken with NextSend. Completions are generated in post
+// completeSend finishes a send WQE taken with NextSend. Completions are generated in post
 // order, for signaled WRs and for every error. It does not change the QP state: on an
 // error the transport also calls Fatal. Completing a WQE twice, or after it was flushed,
 // is ignored.
-func (q *QP) CompleteSend(w *SendWQE, st Status) {
+func (q *QP) completeSend(w *SendWQE, st Status) {
 	q.mu.Lock()
 	if w.done || w.seq < q.sqHead || w.seq >= q.sqNext {
 		q.mu.Unlock() // already completed or flushed: ignore
@@ -485,7 +485,7 @@ func (q *QP) CompleteSend(w *SendWQE, st Status) {
 	q.mu.Unlock()
 	q.fireCQs(fs, false)
 	if lost {
-		q.Fatal(EventQPFatal, ErrCQOverflow)
+		q.fatal(EventQPFatal, ErrCQOverflow)
 	}
 }
 
@@ -560,11 +560,11 @@ func (q *QP) releaseRecv(w *RecvWQE) {
 	q.rq.release(w)
 }
 
-// TakeRecv consumes the next receive WQE from the QP's RQ or its SRQ and resolves its SGL
+// takeRecv consumes the next receive WQE from the QP's RQ or its SRQ and resolves its SGL
 // for writing. It returns nil, StatusSuccess when no receive is posted (for iWARP a
 // Terminate, RFC 5041 §7.2 "no buffer"; for RoCE an RNR NAK), and the WQE with
 // StatusLocProtErr if its SGL is invalid (the transport completes it with that status).
-func (q *QP) TakeRecv() (*RecvWQE, Status) {
+func (q *QP) takeRecv() (*RecvWQE, Status) {
 	q.mu.Lock()
 	if q.state == QPError || q.destroyed {
 		q.mu.Unlock()
@@ -585,7 +585,7 @@ func (q *QP) TakeRecv() (*RecvWQE, Status) {
 	w.Segs = w.Segs[:0]
 	w.Len = 0
 	for _, s := range w.SGL {
-		b, err := q.pd.ResolveLocal(s, true)
+		b, err := q.pd.resolveLocal(s, true)
 		if err != nil {
 			return w, StatusLocProtErr
 		}
@@ -605,8 +605,8 @@ type RecvResult struct {
 	InvalidatedSTag uint32
 }
 
-// CompleteRecv completes a receive WQE taken with TakeRecv and returns it to its queue.
-func (q *QP) CompleteRecv(w *RecvWQE, r RecvResult) {
+// completeRecv completes a receive WQE taken with TakeRecv and returns it to its queue.
+func (q *QP) completeRecv(w *RecvWQE, r RecvResult) {
 	q.mu.Lock()
 	found := false
 	for i, x := range q.taken {
@@ -628,22 +628,13 @@ func (q *QP) CompleteRecv(w *RecvWQE, r RecvResult) {
 	q.mu.Unlock()
 	q.fireCQs(false, fr)
 	if lost {
-		q.Fatal(EventQPFatal, ErrCQOverflow)
+		q.fatal(EventQPFatal, ErrCQOverflow)
 	}
 }
 
-// ResolveRemote is PD.ResolveRemote with the type 2 window association checked against q.
-func (q *QP) ResolveRemote(stag uint32, to, n uint64, right Access) ([]byte, error) {
-	return q.pd.ResolveRemote(q, stag, to, n, right)
-}
-
-// Invalidate invalidates a local STag on behalf of the peer (Send with Invalidate,
-// RFC 5040 §6.4.2). Type 1 windows and regions with bound windows cannot be invalidated.
-func (q *QP) Invalidate(stag uint32) error { return q.pd.invalidate(q, stag) }
-
-// ExecLocal performs a local operation (OpLocalInv, OpRegMR, OpBindMW) and returns its
+// execLocal performs a local operation (OpLocalInv, OpRegMR, OpBindMW) and returns its
 // status; the transport calls it when the WQE's turn comes and then CompleteSend.
-func (q *QP) ExecLocal(w *SendWQE) Status {
+func (q *QP) execLocal(w *SendWQE) Status {
 	switch w.Opcode {
 	case OpLocalInv:
 		if q.pd.invalidate(nil, w.InvalidateSTag) != nil {
@@ -656,50 +647,4 @@ func (q *QP) ExecLocal(w *SendWQE) Status {
 		return q.pd.bindMW(q, &w.Bind)
 	}
 	return StatusLocQPOpErr
-}
-
-// CountTx adds transmitted payload bytes and segments to the QP and device counters.
-func (q *QP) CountTx(bytes, segs int) {
-	q.counters.TxBytes.Add(uint64(bytes))
-	q.counters.TxSegments.Add(uint64(segs))
-	q.dev.counters.TxBytes.Add(uint64(bytes))
-	q.dev.counters.TxSegments.Add(uint64(segs))
-}
-
-// CountRx adds received payload bytes and segments.
-func (q *QP) CountRx(bytes, segs int) {
-	q.counters.RxBytes.Add(uint64(bytes))
-	q.counters.RxSegments.Add(uint64(segs))
-	q.dev.counters.RxBytes.Add(uint64(bytes))
-	q.dev.counters.RxSegments.Add(uint64(segs))
-}
-
-// CountCRCError counts a CRC (or ICRC) failure.
-func (q *QP) CountCRCError() {
-	q.counters.CRCErrors.Add(1)
-	q.dev.counters.CRCErrors.Add(1)
-}
-
-// CountTermSent counts a Terminate sent.
-func (q *QP) CountTermSent() {
-	q.counters.TermSent.Add(1)
-	q.dev.counters.TermSent.Add(1)
-}
-
-// CountTermRecv counts a Terminate received.
-func (q *QP) CountTermRecv() {
-	q.counters.TermRecv.Add(1)
-	q.dev.counters.TermRecv.Add(1)
-}
-
-// CountRetransmit counts a retransmitted packet (packet transports).
-func (q *QP) CountRetransmit() {
-	q.counters.Retransmits.Add(1)
-	q.dev.counters.Retransmits.Add(1)
-}
-
-// CountNAK counts a NAK sent or received (packet transports).
-func (q *QP) CountNAK() {
-	q.counters.NAKs.Add(1)
-	q.dev.counters.NAKs.Add(1)
 }

@@ -9,10 +9,9 @@ func TestRecvOutstanding(t *testing.T) {
 	srq, _ := d.CreateSRQ(pd, SRQAttr{MaxWR: 8, MaxSGE: 1})
 	a, _ := d.CreateQP(pd, QPAttr{SendCQ: cq, RecvCQ: cq, SRQ: srq})
 	b, _ := d.CreateQP(pd, QPAttr{SendCQ: cq, RecvCQ: cq, SRQ: srq})
-	for _, q := range []*QP{a, b} {
-		_ = q.Attach(&fakeT{disconnect: make(chan bool, 1)})
-		_ = q.Established()
-	}
+	ta, _ := AttachTransport(a, &fakeT{disconnect: make(chan bool, 1)})
+	tb, _ := AttachTransport(b, &fakeT{disconnect: make(chan bool, 1)})
+	_, _ = ta.Established(), tb.Established()
 	for i := 0; i < 6; i++ {
 		if err := srq.PostRecv(&RecvWR{WRID: uint64(i)}); err != nil {
 			t.Fatal(err)
@@ -20,24 +19,24 @@ func TestRecvOutstanding(t *testing.T) {
 	}
 	var wa []*RecvWQE
 	for i := 0; i < 3; i++ {
-		w, _ := a.TakeRecv()
+		w, _ := ta.TakeRecv()
 		wa = append(wa, w)
 	}
-	wb, _ := b.TakeRecv()
+	wb, _ := tb.TakeRecv()
 	if a.RecvOutstanding() != 3 || b.RecvOutstanding() != 1 || srq.Len() != 2 {
 		t.Fatal(a.RecvOutstanding(), b.RecvOutstanding(), srq.Len())
 	}
-	a.CompleteRecv(wa[1], RecvResult{Opcode: WCRecv})
-	a.CompleteRecv(wa[1], RecvResult{Opcode: WCRecv}) // twice: ignored
+	ta.CompleteRecv(wa[1], RecvResult{Opcode: WCRecv})
+	ta.CompleteRecv(wa[1], RecvResult{Opcode: WCRecv}) // twice: ignored
 	if a.RecvOutstanding() != 2 || b.RecvOutstanding() != 1 {
 		t.Fatal(a.RecvOutstanding(), b.RecvOutstanding())
 	}
-	b.CompleteRecv(wb, RecvResult{Opcode: WCRecv})
+	tb.CompleteRecv(wb, RecvResult{Opcode: WCRecv})
 	if b.RecvOutstanding() != 0 {
 		t.Fatal(b.RecvOutstanding())
 	}
-	a.Fatal(EventQPFatal, nil)
-	a.TransportDone(nil)
+	ta.Fatal(EventQPFatal, nil)
+	ta.TransportDone(nil)
 	if a.RecvOutstanding() != 0 {
 		t.Fatal("flushed WQEs still counted", a.RecvOutstanding())
 	}
@@ -45,11 +44,11 @@ func TestRecvOutstanding(t *testing.T) {
 	if n, _ := cq.Poll(wc[:]); n != 4 {
 		t.Fatal("completions", n)
 	}
-	w, _ := b.TakeRecv()
+	w, _ := tb.TakeRecv()
 	if allocs := testing.AllocsPerRun(100, func() { _ = b.RecvOutstanding() }); allocs != 0 || b.RecvOutstanding() != 1 || w == nil {
 		t.Fatal(allocs)
 	}
-	b.TransportDone(nil)
+	tb.TransportDone(nil)
 	if b.RecvOutstanding() != 0 {
 		t.Fatal("flushed on TransportDone", b.RecvOutstanding())
 	}
@@ -66,9 +65,9 @@ func BenchmarkSRQRecvPath(b *testing.B) {
 	cq, _ := d.CreateCQ(16)
 	srq, _ := d.CreateSRQ(pd, SRQAttr{MaxWR: 8, MaxSGE: 1})
 	qp, _ := d.CreateQP(pd, QPAttr{SendCQ: cq, RecvCQ: cq, SRQ: srq})
-	_ = qp.Attach(&fakeT{disconnect: make(chan bool, 1)})
-	_ = qp.Established()
-	defer qp.TransportDone(nil)
+	tqp, _ := AttachTransport(qp, &fakeT{disconnect: make(chan bool, 1)})
+	_ = tqp.Established()
+	defer tqp.TransportDone(nil)
 	buf := make([]byte, 64)
 	mr, _ := pd.RegMR(buf, AccessLocalWrite)
 	rwr := &RecvWR{SGL: []SGE{mr.SGE(0, 64)}}
@@ -76,11 +75,11 @@ func BenchmarkSRQRecvPath(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		_ = srq.PostRecv(rwr)
-		w, _ := qp.TakeRecv()
+		w, _ := tqp.TakeRecv()
 		if qp.RecvOutstanding() != 1 {
 			b.Fatal("count")
 		}
-		qp.CompleteRecv(w, RecvResult{Opcode: WCRecv, ByteLen: 64})
+		tqp.CompleteRecv(w, RecvResult{Opcode: WCRecv, ByteLen: 64})
 		if n, _ := cq.Poll(wc[:]); n != 1 {
 			b.Fatal("poll", n)
 		}

@@ -3,12 +3,12 @@ package rnic
 import "sync"
 
 // RecvWQE is a receive work request owned by the engine and lent to a transport between
-// [QP.TakeRecv] and [QP.CompleteRecv].
+// [TransportQP.TakeRecv] and [TransportQP.CompleteRecv].
 type RecvWQE struct {
 	WRID uint64
-	SGL  []SGE    // the posted SGL (engine-owned copy)
-	Segs [][]byte // the SGL resolved to memory by TakeRecv
-	Len  uint64   // total capacity of Segs
+	SGL  []SGE  // the posted SGL (engine-owned copy)
+	Segs Segs   // the SGL resolved to memory by TakeRecv
+	Len  uint64 // total capacity of Segs
 	srq  *SRQ
 	idx  int32
 }

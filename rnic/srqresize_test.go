@@ -12,9 +12,9 @@ func TestSRQResize(t *testing.T) {
 	d, pd, cq := setup(t)
 	srq, _ := d.CreateSRQ(pd, SRQAttr{MaxWR: 3, MaxSGE: 1})
 	qp, _ := d.CreateQP(pd, QPAttr{SendCQ: cq, RecvCQ: cq, SRQ: srq})
-	_ = qp.Attach(&fakeT{disconnect: make(chan bool, 1)})
-	_ = qp.Established()
-	defer qp.TransportDone(nil)
+	tqp, _ := AttachTransport(qp, &fakeT{disconnect: make(chan bool, 1)})
+	_ = tqp.Established()
+	defer tqp.TransportDone(nil)
 	for _, n := range []int{0, -1, d.Config().MaxQPWR + 1} {
 		if srq.Resize(n) != ErrInvalidArg {
 			t.Fatal("bad depth accepted", n)
@@ -28,7 +28,7 @@ func TestSRQResize(t *testing.T) {
 	if srq.PostRecv(&RecvWR{WRID: 9}) != ErrQueueFull {
 		t.Fatal("posted beyond depth")
 	}
-	lent, _ := qp.TakeRecv() // WRID 0: moves the FIFO head; its slot stays occupied
+	lent, _ := tqp.TakeRecv() // WRID 0: moves the FIFO head; its slot stays occupied
 	if srq.PostRecv(&RecvWR{WRID: 9}) != ErrQueueFull {
 		t.Fatal("a lent WQE's slot reused")
 	}
@@ -46,17 +46,17 @@ func TestSRQResize(t *testing.T) {
 	if srq.PostRecv(&RecvWR{WRID: 9}) != ErrQueueFull || srq.Len() != 5 {
 		t.Fatal("depth after grow", srq.Len())
 	}
-	qp.CompleteRecv(lent, RecvResult{Opcode: WCRecv, ByteLen: 1}) // a WQE lent before the grow
+	tqp.CompleteRecv(lent, RecvResult{Opcode: WCRecv, ByteLen: 1}) // a WQE lent before the grow
 	var wc [8]Completion
 	if n, _ := cq.Poll(wc[:]); n != 1 || wc[0].WRID != 0 {
 		t.Fatalf("%d %+v", n, wc[0])
 	}
 	for want := uint64(1); want < 4; want++ { // FIFO order kept across the grow
-		w, _ := qp.TakeRecv()
+		w, _ := tqp.TakeRecv()
 		if w == nil || w.WRID != want {
 			t.Fatal("order", want, w)
 		}
-		qp.CompleteRecv(w, RecvResult{Opcode: WCRecv})
+		tqp.CompleteRecv(w, RecvResult{Opcode: WCRecv})
 	}
 	cq.Poll(wc[:])
 	// 2 posted (4, 5): shrink to 2 works, to 1 does not
@@ -68,7 +68,7 @@ func TestSRQResize(t *testing.T) {
 	}
 	// low watermark after the resizes: fires when fewer than 2 remain
 	srq.SetLimit(2)
-	w, _ := qp.TakeRecv()
+	w, _ := tqp.TakeRecv()
 	for got := false; !got; {
 		select {
 		case e := <-d.Events():
@@ -77,7 +77,7 @@ func TestSRQResize(t *testing.T) {
 			t.Fatal("no limit event after resize")
 		}
 	}
-	qp.CompleteRecv(w, RecvResult{Opcode: WCRecv})
+	tqp.CompleteRecv(w, RecvResult{Opcode: WCRecv})
 	// grow again within the kept slots, then beyond them
 	if srq.Resize(4) != nil || srq.Resize(12) != nil {
 		t.Fatal("regrow")
@@ -90,7 +90,7 @@ func TestSRQResize(t *testing.T) {
 	if srq.PostRecv(&RecvWR{}) != ErrQueueFull || srq.Len() != 12 {
 		t.Fatal("depth 12", srq.Len())
 	}
-	if w, _ := qp.TakeRecv(); w == nil || w.WRID != 5 {
+	if w, _ := tqp.TakeRecv(); w == nil || w.WRID != 5 {
 		t.Fatal("order after regrow", w)
 	}
 }

@@ -326,7 +326,7 @@ func (r *ConnRequest) Accept(qp *rnic.QP, p ConnParam) (*Conn, error) {
 		return nil, err
 	}
 	conn := newConn(qp, r.nc, c, params, false, r.req.PrivateData)
-	if err := qp.Attach(conn); err != nil {
+	if err := conn.attach(); err != nil {
 		_ = r.nc.Close()
 		return nil, err
 	}
@@ -339,13 +339,13 @@ func (r *ConnRequest) Accept(qp *rnic.QP, p ConnParam) (*Conn, error) {
 	if err != nil {
 		inProc.Delete(conn.procKey)
 		_ = r.nc.Close()
-		qp.TransportDone(err)
+		conn.qp.TransportDone(err)
 		return nil, err
 	}
 	conn.running.Store(2)
 	go conn.sendLoop()
 	go conn.recvLoop()
-	if err := qp.Established(); err != nil {
+	if err := conn.qp.Established(); err != nil {
 		conn.abort(true)
 		return nil, err
 	}

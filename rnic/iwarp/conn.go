@@ -17,7 +17,8 @@ import (
 
 // Conn is one established iWARP connection bound to a QP; it is the QP's transport.
 type Conn struct {
-	qp        *rnic.QP
+	qp        *rnic.TransportQP // set by attach
+	uqp       *rnic.QP          // the QP to attach to
 	nc        net.Conn
 	cfg       Config
 	params    mpa.Params
@@ -129,7 +130,7 @@ func (r *ring[T]) pop() T {
 }
 
 func newConn(qp *rnic.QP, nc net.Conn, cfg Config, p mpa.Params, initiator bool, peerPD []byte) *Conn {
-	c := &Conn{qp: qp, nc: nc, cfg: cfg, params: p, initiator: initiator, peerPD: peerPD,
+	c := &Conn{uqp: qp, nc: nc, cfg: cfg, params: p, initiator: initiator, peerPD: peerPD,
 		ext: cfg.Extensions, kick: make(chan struct{}, 1), quit: make(chan struct{}),
 		done: make(chan struct{}), cond: make(chan struct{})}
 	c.ird, c.ord = int(p.IRD), int(p.ORD)
@@ -172,9 +173,19 @@ func newConn(qp *rnic.QP, nc net.Conn, cfg Config, p mpa.Params, initiator bool,
 	return c
 }
 
+// attach binds c to its QP as the QP's transport.
+func (c *Conn) attach() error {
+	tq, err := rnic.AttachTransport(c.uqp, c)
+	if err != nil {
+		return err
+	}
+	c.qp = tq
+	return nil
+}
+
 // start attaches c to the QP and runs its goroutines.
 func (c *Conn) start() error {
-	if err := c.qp.Attach(c); err != nil {
+	if err := c.attach(); err != nil {
 		return err
 	}
 	c.running.Store(2)
@@ -184,7 +195,7 @@ func (c *Conn) start() error {
 }
 
 // QP returns the bound queue pair.
-func (c *Conn) QP() *rnic.QP { return c.qp }
+func (c *Conn) QP() *rnic.QP { return c.uqp }
 
 // Params returns the negotiated MPA parameters.
 func (c *Conn) Params() mpa.Params { return c.params }
@@ -325,28 +336,8 @@ func (c *Conn) writeFPDU(hdr []byte, payload [][]byte) error {
 
 // txGather is gather into the sender's piece list.
 func (c *Conn) txGather(segs [][]byte, off, n uint64) [][]byte {
-	c.pieces = gather(c.pieces, segs, off, n)
+	c.pieces = rnic.Segs(segs).Slices(c.pieces, off, n)
 	return c.pieces
-}
-
-// gather returns dst[:0] with the bytes [off, off+n) of segs appended, as subslices.
-func gather(dst, segs [][]byte, off, n uint64) [][]byte {
-	p := dst[:0]
-	for _, s := range segs {
-		if n == 0 {
-			break
-		}
-		l := uint64(len(s))
-		if off >= l {
-			off -= l
-			continue
-		}
-		k := min(l-off, n)
-		p = append(p, s[off:off+k])
-		n -= k
-		off = 0
-	}
-	return p
 }
 
 func (c *Conn) sendLoop() {
@@ -900,7 +891,7 @@ func (c *Conn) sendTerm(te rdmap.TerminateError, hdr []byte, ulpLen int, rr []by
 
 // readInto reads n payload bytes of the current FPDU into segs at offset off.
 func (c *Conn) readInto(segs [][]byte, off, n uint64) error {
-	c.rxPieces = gather(c.rxPieces, segs, off, n)
+	c.rxPieces = rnic.Segs(segs).Slices(c.rxPieces, off, n)
 	for _, p := range c.rxPieces {
 		if err := c.rd.ReadFull(p); err != nil {
 			return err
@@ -1232,8 +1223,6 @@ func (c *Conn) rxReadReq(h []byte, n int) bool {
 	return true
 }
 
-var atomicMu sync.Mutex // serializes RFC 7306 atomics across all QPs of the process (§5.3)
-
 func (c *Conn) rxAtomicReq(h []byte, n int) bool {
 	u := ddp.Untagged(h)
 	dh, a := h[:ddp.UntaggedLen], h[ddp.UntaggedLen:]
@@ -1268,10 +1257,7 @@ func (c *Conn) rxAtomicReq(h []byte, n int) bool {
 	if !c.end() {
 		return false
 	}
-	atomicMu.Lock()
-	orig := binary.NativeEndian.Uint64(dst)
-	binary.NativeEndian.PutUint64(dst, req.Apply(orig))
-	atomicMu.Unlock()
+	orig := c.qp.Atomic(dst, req.Apply) // RFC 7306 §5.3: one lock per device, across transports
 	c.rxMSN[1]++
 	c.mu.Lock()
 	c.irq.push(irqEntry{atomic: true, reqID: req.ReqID, orig: orig})

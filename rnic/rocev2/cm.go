@@ -641,7 +641,7 @@ func (r *ConnRequest) Accept(qp *rnic.QP, p ConnParam) (*Conn, error) {
 	c.mu.Unlock()
 	a.arm(c, func() {
 		c.mu.Lock()
-		if conn.qp.Counters().RxSegments.Load() > 0 {
+		if conn.qp.QP().Counters().RxSegments.Load() > 0 {
 			// No RTU, but the initiator's traffic arrived: the connection
 			// is established (IBTA §12.9.6, communication established).
 			c.state = cmEstablished

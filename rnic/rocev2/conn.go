@@ -107,7 +107,7 @@ const (
 // Conn is a connected RC or UC QP on an Endpoint: it implements rnic.QPTransport.
 type Conn struct {
 	e      *Endpoint
-	qp     *rnic.QP
+	qp     *rnic.TransportQP
 	typ    QPType
 	local  netip.AddrPort
 	remote netip.AddrPort
@@ -192,7 +192,7 @@ func (e *Endpoint) connect(qp *rnic.QP, attr ConnAttr, cp *Config, onDone func()
 	if attr.MTU.Valid() {
 		cfg.MTU = attr.MTU
 	}
-	c := &Conn{e: e, qp: qp, typ: attr.Type, local: e.link.LocalAddr(), remote: attr.Remote,
+	c := &Conn{e: e, typ: attr.Type, local: e.link.LocalAddr(), remote: attr.Remote,
 		rqpn: attr.RemoteQPN & roce.QPNMask, mtu: cfg.MTU.Bytes(), cfg: cfg,
 		kick: make(chan struct{}, 1), done: make(chan struct{}), onDone: onDone}
 	if cfg.Timeout != 0 {
@@ -218,14 +218,16 @@ func (e *Endpoint) connect(qp *rnic.QP, attr ConnAttr, cp *Config, onDone func()
 	}
 	e.conns[qp.Num()] = c
 	e.mu.Unlock()
-	if err := qp.Attach(c); err != nil {
+	tq, err := rnic.AttachTransport(qp, c)
+	if err != nil {
 		e.mu.Lock()
 		delete(e.conns, qp.Num())
 		e.mu.Unlock()
 		return nil, err
 	}
+	c.qp = tq
 	go c.run()
-	if err := qp.Established(); err != nil {
+	if err := tq.Established(); err != nil {
 		c.Disconnect(false)
 		<-c.done
 		return nil, err
@@ -234,7 +236,7 @@ func (e *Endpoint) connect(qp *rnic.QP, attr ConnAttr, cp *Config, onDone func()
 }
 
 // QP returns the bound queue pair.
-func (c *Conn) QP() *rnic.QP { return c.qp }
+func (c *Conn) QP() *rnic.QP { return c.qp.QP() }
 
 // Type returns RC or UC.
 func (c *Conn) Type() QPType { return c.typ }
@@ -288,7 +290,7 @@ func (c *Conn) run() {
 			err := c.err
 			c.mu.Unlock()
 			c.e.mu.Lock()
-			delete(c.e.conns, c.qp.Num())
+			delete(c.e.conns, c.qp.QP().Num())
 			c.e.mu.Unlock()
 			if c.onDone != nil && !c.remoteClosed.Load() && !c.e.closed.Load() {
 				c.onDone()
@@ -618,38 +620,12 @@ func (c *Conn) request(b []byte, e *sqe) ([]byte, bool) {
 	return finish(b, n, c.local, c.remote), last
 }
 
-// gather appends n bytes of segs starting at byte offset off.
-func gather(b []byte, segs [][]byte, off uint64, n int) []byte {
-	for _, s := range segs {
-		if n == 0 {
-			break
-		}
-		if off >= uint64(len(s)) {
-			off -= uint64(len(s))
-			continue
-		}
-		k := min(n, len(s)-int(off))
-		b = append(b, s[off:int(off)+k]...)
-		n -= k
-		off = 0
-	}
+// gather appends bytes [off, off+n) of segs to b (b has room: a packet buffer).
+func gather(b []byte, segs rnic.Segs, off uint64, n int) []byte {
+	k := len(b)
+	b = b[:k+n]
+	segs.ReadAt(b[k:], off)
 	return b
-}
-
-// scatter copies p into segs at byte offset off.
-func scatter(segs [][]byte, off uint64, p []byte) {
-	for _, s := range segs {
-		if len(p) == 0 {
-			return
-		}
-		if off >= uint64(len(s)) {
-			off -= uint64(len(s))
-			continue
-		}
-		k := copy(s[off:], p)
-		p = p[k:]
-		off = 0
-	}
 }
 
 // readResp builds the next RDMA READ response packet of the oldest job.
@@ -825,7 +801,7 @@ func (c *Conn) input(r *rxCtx, p *roce.Packet, from netip.AddrPort) {
 		}
 		return
 	}
-	if c.fatal || c.qp.State() == rnic.QPError {
+	if c.fatal || c.qp.QP().State() == rnic.QPError {
 		return
 	}
 	if c.typ == UC {
@@ -965,8 +941,6 @@ func (c *Conn) pushRead(psn roce.PSN, buf []byte, dup bool) {
 	c.wake()
 }
 
-var atomicMu sync.Mutex
-
 var debugHook func(c *Conn)
 
 func isSendOp(op roce.Opcode) bool {
@@ -1054,7 +1028,7 @@ func (c *Conn) execute(r *rxCtx, p *roce.Packet) {
 			return
 		}
 		c.curKind = kindSend
-		scatter(w.Segs, c.curOff, p.Payload)
+		w.Segs.WriteAt(p.Payload, c.curOff)
 		c.curOff += uint64(n)
 		if lastish {
 			res := rnic.RecvResult{Opcode: rnic.WCRecv, ByteLen: uint32(c.curOff)}
@@ -1177,14 +1151,16 @@ func (c *Conn) execute(r *rxCtx, p *roce.Packet) {
 			fail(roce.NAKRemoteAccessError)
 			return
 		}
-		atomicMu.Lock()
-		orig := binary.NativeEndian.Uint64(b)
-		if op == roce.RCFetchAdd {
-			binary.NativeEndian.PutUint64(b, orig+a.SwapAdd())
-		} else if orig == a.Compare() {
-			binary.NativeEndian.PutUint64(b, a.SwapAdd())
-		}
-		atomicMu.Unlock()
+		// IBTA §9.4.5; one lock per device, across transports
+		orig := c.qp.Atomic(b, func(v uint64) uint64 {
+			if op == roce.RCFetchAdd {
+				return v + a.SwapAdd()
+			}
+			if v == a.Compare() {
+				return a.SwapAdd()
+			}
+			return v
+		})
 		c.atom[c.atomNext] = atomRes{psn: c.ePSN, orig: orig, ok: true}
 		c.atomNext = (c.atomNext + 1) % len(c.atom)
 		c.msn = (c.msn + 1) & roce.MSNMask
@@ -1343,7 +1319,7 @@ func (c *Conn) completer(p *roce.Packet) {
 			c.failWQE(e, rnic.StatusBadRespErr, errors.New("rocev2: bad READ response length"))
 			return
 		}
-		scatter(e.w.Segs, e.got, p.Payload)
+		e.w.Segs.WriteAt(p.Payload, e.got)
 		e.got += n
 		c.unaPSN = psn.Add(1)
 		c.progress()

@@ -30,7 +30,7 @@ const GRHLen = 40
 // QP.PostRecv as usual. Received messages land after a 40-byte GRH.
 type UDQP struct {
 	e    *Endpoint
-	qp   *rnic.QP
+	qp   *rnic.TransportQP
 	qkey uint32
 	mtu  int
 
@@ -66,18 +66,20 @@ func (e *Endpoint) CreateUD(qp *rnic.QP, qkey uint32) (*UDQP, error) {
 	if qp.Num() < rnic.FirstQPN {
 		return nil, ErrQPNumReserved
 	}
-	u := &UDQP{e: e, qp: qp, qkey: qkey, mtu: e.cfg.MTU.Bytes(), ahs: make([]AH, qp.Attr().Cap.MaxSendWR),
+	u := &UDQP{e: e, qkey: qkey, mtu: e.cfg.MTU.Bytes(), ahs: make([]AH, qp.Attr().Cap.MaxSendWR),
 		kick: make(chan struct{}, 1), done: make(chan struct{})}
 	u.txb = make([][]byte, 1)
 	u.txb[0] = make([]byte, 0, MaxPacket)
-	if err := qp.Attach(u); err != nil {
+	tq, err := rnic.AttachTransport(qp, u)
+	if err != nil {
 		return nil, err
 	}
+	u.qp = tq
 	e.mu.Lock()
 	e.ud[qp.Num()] = u
 	e.mu.Unlock()
 	go u.run()
-	if err := qp.Established(); err != nil {
+	if err := tq.Established(); err != nil {
 		u.Disconnect(false)
 		<-u.done
 		return nil, err
@@ -86,7 +88,7 @@ func (e *Endpoint) CreateUD(qp *rnic.QP, qkey uint32) (*UDQP, error) {
 }
 
 // QP returns the bound queue pair.
-func (u *UDQP) QP() *rnic.QP { return u.qp }
+func (u *UDQP) QP() *rnic.QP { return u.qp.QP() }
 
 // PostSend posts a SEND (OpSend or OpSendImm) to the peer named by ah.
 func (u *UDQP) PostSend(ah AH, wr *rnic.SendWR) error {
@@ -101,7 +103,7 @@ func (u *UDQP) PostSend(ah AH, wr *rnic.SendWR) error {
 	i := (u.ahH + u.ahN) % len(u.ahs)
 	u.ahs[i] = ah
 	u.ahN++
-	if err := u.qp.PostSend(wr); err != nil {
+	if err := u.qp.QP().PostSend(wr); err != nil {
 		u.ahN--
 		return err
 	}
@@ -134,7 +136,7 @@ func (u *UDQP) run() {
 	for {
 		if u.stop.Load() {
 			u.e.mu.Lock()
-			delete(u.e.ud, u.qp.Num())
+			delete(u.e.ud, u.qp.QP().Num())
 			u.e.mu.Unlock()
 			u.qp.TransportDone(nil)
 			close(u.done)
@@ -163,7 +165,7 @@ func (u *UDQP) run() {
 		h.PKey, h.DestQP, h.PSN = u.e.cfg.PKey, ah.QPN, u.psn
 		h.SE = w.Flags&rnic.Solicited != 0
 		// IBTA §10.2.4: a Q_Key with the high bit set means "use the QP's own".
-		h.QKey, h.SrcQP = ah.QKey, u.qp.Num()
+		h.QKey, h.SrcQP = ah.QKey, u.qp.QP().Num()
 		if ah.QKey&roce.QKeyControlled != 0 {
 			h.QKey = u.qkey
 		}
@@ -223,8 +225,8 @@ func (e *Endpoint) inputUD(p roce.Packet, from netip.AddrPort, qpn uint32, ipID 
 	} else {
 		roce.AppendIPv6UDP(grh[:0], from.Addr().As16(), local.Addr().As16(), 0, 64, 0, from.Port(), local.Port(), ib)
 	}
-	scatter(w.Segs, 0, grh[:GRHLen])
-	scatter(w.Segs, GRHLen, p.Payload)
+	w.Segs.WriteAt(grh[:GRHLen], 0)
+	w.Segs.WriteAt(p.Payload, GRHLen)
 	res := rnic.RecvResult{Opcode: rnic.WCRecv, ByteLen: uint32(GRHLen + n)}
 	if p.ImmDt != nil {
 		res.Flags |= rnic.WCWithImm
