@@ -99,7 +99,7 @@ func TestControlWords(t *testing.T) {
 }
 
 // The first FPDU of rping over siw, byte for byte from
-// /work/shared/captures/mpa_reply.pcap (packet 7): MPA length 0x22, an
+// mpa/testdata/mpa_reply.pcap (packet 7): MPA length 0x22, an
 // untagged Send (L, QN 0, MSN 1, MO 0), rping's 16-byte buffer descriptor
 // (be64 addr, be32 rkey, be32 len) and a zero CRC (CRC not negotiated).
 func TestCapturedSiwSend(t *testing.T) {

@@ -4,7 +4,7 @@
 // set up connections. It has no goroutines, sockets or logging, and its hot
 // paths (ParsePacket, Header.Append, the ICRC functions) do not allocate.
 // It must be byte-for-byte compatible with Linux rxe; the tests decode and
-// re-encode rxe's own packets (see /work/shared/captures).
+// re-encode rxe's own packets (roce/testdata, captured by tests/interop).
 //
 // # Packets
 //

@@ -10,7 +10,7 @@
 // Markers as negotiated, the RFC 6581 IRD/ORD exchange and peer-to-peer mode with all three
 // RTR types are supported in both roles (see [Config]).
 //
-// Linux siw interop (shared/specs/siw-interop-facts.md): private data is capped at 256
+// Linux siw interop (drivers/infiniband/sw/siw in Linux; tests/interop): private data is capped at 256
 // bytes by default; an enhanced (S) request gets a rev-2 S reply; Terminate messages are
 // QN 2, MSN 1, MO 0 with the echoed DDP (and Read Request) headers; a responder accepts
 // the RTR forms siw sends (zero-length Write to STag 1, zero-length Read Request from

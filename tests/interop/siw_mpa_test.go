@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// Expected wire bytes (shared/specs/siw-interop-facts.md §3, shared/captures):
+// Expected wire bytes (Linux siw_cm.c; mpa/testdata holds captures of them):
 //   - MPA Request/Reply as rping asks through rdma_cm on siw: Key, bits 0x1002 (S, rev 2),
 //     PD_Length 4, RFC 6581 IRD word 0x0001 and ORD word 0x0001, no ULP private data;
 //   - rping's first Send: MPA length 0x0022, ctrl 0x4143 (untagged, Last, RDMAP v1 Send),
