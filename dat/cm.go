@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/softrnic/softrnic/rnic"
+	"github.com/softrnic/softrnic/rnic/cm"
 )
 
 // Connection qualifiers map to TCP ports over iWARP the way OFA DAPL's cma
@@ -29,7 +30,7 @@ type PSP struct {
 	qual  ConnQual
 	evd   *EVD
 	flags PSPFlags
-	ln    tlistener
+	ln    *cm.Listener
 }
 
 // HandleType implements Handle.
@@ -121,17 +122,17 @@ func (ia *IA) createPSP(qual ConnQual, port int, evd *EVD, flags PSPFlags) (*PSP
 	if err := ia.needTransport(); err != nil {
 		return nil, err
 	}
-	ln, err := ia.tr.listen(ia.listenAddr(port))
+	ln, err := ia.tr.Listen(ia.listenAddr(port))
 	if err != nil {
 		return nil, ErrConnQualInUse
 	}
 	if qual == 0 {
-		qual = ConnQual(ln.addr().Port)
+		qual = ConnQual(ln.Port())
 	}
 	p := &PSP{qual: qual, evd: evd, flags: flags, ln: ln}
 	p.ia = ia
 	if err := ia.register(p); err != nil {
-		ln.close()
+		_ = ln.Close()
 		return nil, err
 	}
 	evd.addStream(0)
@@ -143,12 +144,12 @@ func (ia *IA) createPSP(qual ConnQual, port int, evd *EVD, flags PSPFlags) (*PSP
 }
 
 // serve runs the accept loop of a service point until its listener closes.
-func (ia *IA) serve(ln tlistener, sp Handle) {
+func (ia *IA) serve(ln *cm.Listener, sp Handle) {
 	ia.wg.Add(1)
 	go func() {
 		defer ia.wg.Done()
 		for {
-			r, err := ln.accept(ia.ctx)
+			r, err := ln.Accept(ia.ctx)
 			if err != nil {
 				return
 			}
@@ -171,7 +172,7 @@ func (p *PSP) destroy() {
 	if p.dead.Swap(true) {
 		return
 	}
-	p.ln.close()
+	_ = p.ln.Close()
 	p.ia.mu.Lock()
 	if p.ia.psps[p.qual] == p {
 		delete(p.ia.psps, p.qual)
@@ -198,7 +199,7 @@ type RSP struct {
 	qual ConnQual
 	evd  *EVD
 	ep   *EP
-	ln   tlistener
+	ln   *cm.Listener
 	once sync.Once
 }
 
@@ -252,14 +253,14 @@ func (ia *IA) CreateRSP(qual ConnQual, ep *EP, evd *EVD) (*RSP, error) {
 	if ep.state != EPStateUnconnected && ep.state != EPStateUnconfiguredUnconnected {
 		return nil, invalidState(ep.state.invalidStateSub())
 	}
-	ln, err := ia.tr.listen(ia.listenAddr(port))
+	ln, err := ia.tr.Listen(ia.listenAddr(port))
 	if err != nil {
 		return nil, ErrConnQualInUse
 	}
 	r := &RSP{qual: qual, evd: evd, ep: ep, ln: ln}
 	r.ia = ia
 	if err := ia.register(r); err != nil {
-		ln.close()
+		_ = ln.Close()
 		return nil, err
 	}
 	evd.addStream(0)
@@ -295,7 +296,7 @@ func (r *RSP) destroy() {
 	if r.dead.Swap(true) {
 		return
 	}
-	r.ln.close()
+	_ = r.ln.Close()
 	r.evd.removeStream(0)
 }
 
@@ -317,7 +318,7 @@ type CSP struct {
 	comm string
 	addr *net.TCPAddr
 	evd  *EVD
-	ln   tlistener
+	ln   *cm.Listener
 }
 
 // HandleType implements Handle.
@@ -374,14 +375,14 @@ func (ia *IA) CreateCSP(comm string, addr *net.TCPAddr, evd *EVD) (*CSP, error) 
 		}
 		a.Port = addr.Port
 	}
-	ln, err := ia.tr.listen(a.String())
+	ln, err := ia.tr.Listen(a.String())
 	if err != nil {
 		return nil, ErrPortInUse
 	}
-	c := &CSP{comm: comm, addr: ln.addr(), evd: evd, ln: ln}
+	c := &CSP{comm: comm, addr: &net.TCPAddr{IP: a.IP, Port: ln.Port()}, evd: evd, ln: ln}
 	c.ia = ia
 	if err := ia.register(c); err != nil {
-		ln.close()
+		_ = ln.Close()
 		return nil, err
 	}
 	evd.addStream(0)
@@ -413,7 +414,7 @@ func (c *CSP) destroy() {
 	if c.dead.Swap(true) {
 		return
 	}
-	c.ln.close()
+	_ = c.ln.Close()
 	c.evd.removeStream(0)
 }
 
@@ -431,7 +432,7 @@ func (c *CSP) Query(mask uint32) (CSPParam, error) {
 // CR is a pending Connection Request (spec §6.4.5).
 type CR struct {
 	object
-	req     treq
+	req     *cm.ConnRequest
 	sp      Handle
 	localEP *EP
 	pdata   []byte
@@ -470,10 +471,10 @@ const (
 )
 
 // arrival handles a connection request received by a service point.
-func (ia *IA) arrival(sp Handle, r treq) {
-	cr := &CR{req: r, sp: sp, pdata: append([]byte(nil), r.privateData()...), raddr: r.remoteAddr()}
+func (ia *IA) arrival(sp Handle, r *cm.ConnRequest) {
+	cr := &CR{req: r, sp: sp, pdata: append([]byte(nil), r.PrivateData()...), raddr: r.RemoteAddr()}
 	cr.ia = ia
-	if ta, ok := r.remoteAddr().(*net.TCPAddr); ok {
+	if ta, ok := r.RemoteAddr().(*net.TCPAddr); ok {
 		cr.rport = ConnQual(ta.Port)
 	}
 	var evd *EVD
@@ -483,7 +484,7 @@ func (ia *IA) arrival(sp Handle, r treq) {
 		if s.flags == PSPProvider {
 			ep, err := ia.createEP(nil, nil, nil, nil, nil, nil)
 			if err != nil {
-				_ = r.reject(nil)
+				_ = r.Reject(nil)
 				return
 			}
 			ep.mu.Lock()
@@ -501,7 +502,7 @@ func (ia *IA) arrival(sp Handle, r treq) {
 		consumed := false
 		s.once.Do(func() { consumed = true })
 		if !consumed || !alive(s) {
-			_ = r.reject(nil)
+			_ = r.Reject(nil)
 			return
 		}
 		ep := s.ep
@@ -517,19 +518,19 @@ func (ia *IA) arrival(sp Handle, r treq) {
 		ia.wg.Add(1)
 		go func() {
 			defer ia.wg.Done()
-			s.ln.close()
+			_ = s.ln.Close()
 			s.evd.removeStream(0)
 		}()
 	}
 	if err := ia.register(cr); err != nil {
-		_ = r.reject(nil)
+		_ = r.Reject(nil)
 		return
 	}
-	var la net.Addr = r.localAddr()
+	var la net.Addr = r.LocalAddr()
 	ev := Event{Number: ConnectionRequestEvent, CR: CRArrival{SP: sp, LocalAddr: la, ConnQual: cr.qual, CR: cr}}
 	if err := evd.post(ev, true); err != nil {
 		// spec §6.3.1: a request that would overflow the EVD is rejected
-		cr.reject(nil)
+		cr.Reject(nil)
 	}
 }
 
@@ -574,7 +575,7 @@ func (c *CR) Accept(ep *EP, privateData []byte) error {
 	if c.localEP != nil && ep != c.localEP {
 		return invalidArg(2)
 	}
-	if len(privateData) > c.ia.tr.maxPrivateData(pdAccept) {
+	if len(privateData) > c.ia.tr.MaxPrivateData(cm.MsgAccept) {
 		return invalidArg(4)
 	}
 	ep.mu.Lock()
@@ -603,7 +604,7 @@ func (c *CR) Accept(ep *EP, privateData []byte) error {
 	ep.cr = nil
 	qp := ep.qp
 	ep.mu.Unlock()
-	conn, err := c.req.accept(qp, connParams{privateData: privateData, ird: ep.attr.MaxRDMAReadIn, ord: ep.attr.MaxRDMAReadOut})
+	conn, err := c.req.Accept(qp, cm.Param{PrivateData: privateData, IRD: ep.attr.MaxRDMAReadIn, ORD: ep.attr.MaxRDMAReadOut})
 	c.ia.unregister(c)
 	c.dead.Store(true)
 	ep.mu.Lock()
@@ -615,7 +616,7 @@ func (c *CR) Accept(ep *EP, privateData []byte) error {
 		return nil
 	}
 	ep.conn = conn
-	ep.localAddr, ep.remoteAddr = conn.localAddr(), conn.remoteAddr()
+	ep.localAddr, ep.remoteAddr = conn.LocalAddr(), conn.RemoteAddr()
 	ep.localPort, ep.remotePort = c.qual, c.rport
 	if ep.state == EPStateCompletionPending {
 		ep.state = EPStateConnected
@@ -633,7 +634,7 @@ func (c *CR) Reject(privateData []byte) error {
 	if !alive(c) {
 		return ErrInvalidHandleCR
 	}
-	if len(privateData) > c.ia.tr.maxPrivateData(pdReject) {
+	if len(privateData) > c.ia.tr.MaxPrivateData(cm.MsgReject) {
 		return invalidArg(3)
 	}
 	if !c.take() {
@@ -645,7 +646,7 @@ func (c *CR) Reject(privateData []byte) error {
 
 func (c *CR) reject(pd []byte) {
 	c.done = true
-	_ = c.req.reject(pd)
+	_ = c.req.Reject(pd)
 	c.ia.unregister(c)
 	c.dead.Store(true)
 	if ep := c.localEP; ep != nil && alive(ep) {
@@ -682,7 +683,7 @@ func (c *CR) Handoff(qual ConnQual) error {
 	}
 	c.sp, c.qual = p, qual
 	c.mu.Unlock()
-	return p.evd.post(Event{Number: ConnectionRequestEvent, CR: CRArrival{SP: p, LocalAddr: c.req.localAddr(), ConnQual: qual, CR: c}}, true)
+	return p.evd.post(Event{Number: ConnectionRequestEvent, CR: CRArrival{SP: p, LocalAddr: c.req.LocalAddr(), ConnQual: qual, CR: c}}, true)
 }
 
 func (c *CR) destroy() {
@@ -694,7 +695,7 @@ func (c *CR) destroy() {
 	c.done = true
 	c.mu.Unlock()
 	if !done {
-		_ = c.req.reject(nil)
+		_ = c.req.Reject(nil)
 	}
 }
 
@@ -802,7 +803,7 @@ func (ep *EP) connect(addr string, ra *net.TCPAddr, qual ConnQual, timeout Timeo
 	if err := ia.needTransport(); err != nil {
 		return err
 	}
-	if len(pd) > ia.tr.maxPrivateData(pdConnect) {
+	if len(pd) > ia.tr.MaxPrivateData(cm.MsgConnect) {
 		return invalidArg(6)
 	}
 	if flags&^(ConnectMultipathRequested|ConnectMultipathRequired) != 0 {
@@ -826,20 +827,20 @@ func (ep *EP) connect(addr string, ra *net.TCPAddr, qual ConnQual, timeout Timeo
 	ep.cancel = cancel
 	ep.remoteAddr, ep.remotePort = ra, qual
 	qp := ep.qp
-	p := connParams{privateData: append([]byte(nil), pd...), ird: ep.attr.MaxRDMAReadIn, ord: ep.attr.MaxRDMAReadOut}
+	p := cm.Param{PrivateData: append([]byte(nil), pd...), IRD: ep.attr.MaxRDMAReadIn, ORD: ep.attr.MaxRDMAReadOut}
 	ep.mu.Unlock()
 	ia.wg.Add(1)
 	go func() {
 		defer ia.wg.Done()
 		defer cancel()
-		conn, peer, err := ia.tr.dial(ctx, qp, addr, p)
+		conn, err := ia.tr.Dial(ctx, qp, addr, p)
 		timedOut := errors.Is(ctx.Err(), context.DeadlineExceeded)
 		ep.mu.Lock()
 		defer ep.mu.Unlock()
 		ep.cancel = nil
 		if ep.state != EPStateActiveConnectionPending || ep.dead.Load() || ep.qp != qp {
 			if conn != nil {
-				conn.disconnect(false)
+				conn.Abort()
 			}
 			if ep.qp == qp {
 				ep.releaseHold()
@@ -848,7 +849,7 @@ func (ep *EP) connect(addr string, ra *net.TCPAddr, qual ConnQual, timeout Timeo
 		}
 		if err != nil {
 			ep.state = EPStateDisconnected
-			n, rpd := ia.tr.classify(err)
+			n, rpd := connEvent(err)
 			if timedOut {
 				n, rpd = ConnectionEventTimedOut, nil
 			}
@@ -857,10 +858,11 @@ func (ep *EP) connect(addr string, ra *net.TCPAddr, qual ConnQual, timeout Timeo
 			ia.goDestroy(qp) // flush pre-posted receives to the recv EVD
 			return
 		}
+		peer := append([]byte(nil), conn.PrivateData()...)
 		ep.conn = conn
 		ep.peerPData = peer
-		ep.localAddr = conn.localAddr()
-		if ta, ok := conn.localAddr().(*net.TCPAddr); ok {
+		ep.localAddr = conn.LocalAddr()
+		if ta, ok := conn.LocalAddr().(*net.TCPAddr); ok {
 			ep.localPort = ConnQual(ta.Port)
 		}
 		ep.state = EPStateConnected
@@ -892,7 +894,7 @@ func (ep *EP) Disconnect(flags CloseFlags) error {
 			ep.cancel()
 		}
 		if ep.conn != nil {
-			ep.conn.disconnect(false)
+			ep.conn.Abort()
 		}
 		ep.state = EPStateDisconnected
 		ep.postConn(ConnectionEventDisconnected, nil)
@@ -904,7 +906,7 @@ func (ep *EP) Disconnect(flags CloseFlags) error {
 			return nil
 		}
 		if ep.conn != nil {
-			ep.conn.disconnect(false)
+			ep.conn.Abort()
 		}
 		return nil
 	case EPStateConnected:
@@ -913,7 +915,7 @@ func (ep *EP) Disconnect(flags CloseFlags) error {
 		if flags == CloseGraceful {
 			qp.Disconnect()
 		} else if conn != nil {
-			conn.disconnect(false)
+			conn.Abort()
 		}
 		ia := ep.ia
 		ia.wg.Add(1)
@@ -971,7 +973,7 @@ func (ep *EP) breakConn() {
 		return
 	}
 	if conn != nil {
-		conn.disconnect(false)
+		conn.Abort()
 	}
 	ep.connLost(qp, ConnectionEventBroken)
 }
@@ -988,7 +990,7 @@ func (ia *IA) handleDeviceEvent(ev rnic.AsyncEvent) {
 			return
 		}
 		n := ConnectionEventBroken
-		if ev.Type == rnic.EventDisconnected || (ia.tr != nil && ia.tr.peerClosed(ev.Err)) {
+		if ev.Type == rnic.EventDisconnected || cm.IsPeerClose(ev.Err) {
 			n = ConnectionEventDisconnected
 		}
 		ep.connLost(ev.QP, n)

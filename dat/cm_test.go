@@ -2,6 +2,7 @@ package dat
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -9,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/softrnic/softrnic/rnic"
+	"github.com/softrnic/softrnic/rnic/cm"
 )
 
 // §6.4 connection management and §6.6.3 connection models.
@@ -323,19 +324,19 @@ func TestConnectAbortByDisconnect(t *testing.T) {
 	}
 }
 
-func TestClassifyIWARP(t *testing.T) {
-	tr := &iwarpTransport{}
+// A failed connect becomes the connection event of its cm category.
+func TestConnEvent(t *testing.T) {
 	for _, c := range []struct {
 		err  error
 		want EventNumber
 	}{
-		{fmt.Errorf("dial: %w", syscall.ECONNREFUSED), ConnectionEventNonPeerRejected},
-		{fmt.Errorf("dial: %w", syscall.EHOSTUNREACH), ConnectionEventUnreachable},
-		{fmt.Errorf("dial: %w", syscall.ENETUNREACH), ConnectionEventUnreachable},
+		{fmt.Errorf("%w: %w", cm.ErrRefused, syscall.ECONNREFUSED), ConnectionEventNonPeerRejected},
+		{fmt.Errorf("%w: %w", cm.ErrUnreachable, syscall.EHOSTUNREACH), ConnectionEventUnreachable},
+		{fmt.Errorf("%w: %w", cm.ErrTimeout, context.DeadlineExceeded), ConnectionEventTimedOut},
+		{&cm.OpError{Op: "dial", Err: &cm.RejectError{PrivateData: []byte("no")}}, ConnectionEventPeerRejected},
 		{errors.New("mpa: bad key"), ConnectionEventNonPeerRejected},
-		{&net.AddrError{Err: "no suitable address found"}, ConnectionEventUnreachable},
 	} {
-		if n, _ := tr.classify(c.err); n != c.want {
+		if n, _ := connEvent(c.err); n != c.want {
 			t.Errorf("%v -> %v, want %v", c.err, n, c.want)
 		}
 	}
@@ -420,37 +421,41 @@ func TestConnectUnreachable(t *testing.T) {
 	}
 }
 
-type failReq struct{}
-
-func (failReq) privateData() []byte  { return []byte("x") }
-func (failReq) remoteAddr() net.Addr { return &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 9} }
-func (failReq) localAddr() net.Addr  { return &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 10} }
-func (failReq) accept(*rnic.QP, connParams) (tconn, error) {
-	return nil, errors.New("transport refused the reply")
-}
-func (failReq) reject([]byte) error { return nil }
-
 // §6.4.5.2: a transport failure during accept is reported as
-// DAT_CONNECTION_EVENT_ACCEPT_COMPLETION_ERROR and the EP is Disconnected.
+// DAT_CONNECTION_EVENT_ACCEPT_COMPLETION_ERROR and the EP is Disconnected. The failure:
+// the EP's QP already carries a transport (a stand-in attached through the engine SPI),
+// so the connection cannot bind it.
 func TestAcceptCompletionError(t *testing.T) {
-	s := newSide(t, "s")
-	cr := &CR{req: failReq{}, pdata: []byte("x")}
-	cr.ia = s.ia
-	if err := s.ia.register(cr); err != nil {
+	srv, cli := newSide(t, "server"), newSide(t, "client")
+	psp, qual, err := srv.ia.CreatePSPAny(srv.cr, PSPConsumer)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if err := cr.Accept(s.ep, make([]byte, MaxPrivateData+1)); !errors.Is(err, ErrInvalidParameter) {
+	defer psp.Free()
+	if err := cli.ep.Connect(loopback(), qual, waitT, []byte("x"), QoSBestEffort, ConnectDefault); err != nil {
 		t.Fatal(err)
 	}
-	if err := cr.Accept(s.ep, nil); err != nil {
+	ev := srv.wait(srv.cr)
+	if ev.Number != ConnectionRequestEvent {
+		t.Fatalf("%+v", ev)
+	}
+	cr := ev.CR.CR
+	if err := cr.Accept(srv.ep, make([]byte, MaxPrivateData+1)); !errors.Is(err, ErrInvalidParameter) {
 		t.Fatal(err)
 	}
-	s.waitConn(ConnectionEventAcceptCompletionError)
-	if s.ep.State() != EPStateDisconnected {
-		t.Fatal(s.ep.State())
+	attachStandIn(t, srv.ep.qp)
+	if err := cr.Accept(srv.ep, nil); err != nil {
+		t.Fatal(err)
+	}
+	srv.waitConn(ConnectionEventAcceptCompletionError)
+	if srv.ep.State() != EPStateDisconnected {
+		t.Fatal(srv.ep.State())
 	}
 	if _, err := cr.Query(CRFieldAll); !errors.Is(err, ErrInvalidHandleCR) {
 		t.Fatal("CR survived accept")
+	}
+	if ce := cli.wait(cli.conn); ce.Number == ConnectionEventEstablished {
+		t.Fatal("the client connected to an EP that failed to accept")
 	}
 }
 

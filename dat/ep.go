@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 
 	"github.com/softrnic/softrnic/rnic"
+	"github.com/softrnic/softrnic/rnic/cm"
 )
 
 // EPAttr is DAT_EP_ATTR (spec §6.6.6).
@@ -103,7 +104,7 @@ type EP struct {
 	srq        *SRQ
 	attr       EPAttr
 	qp         *rnic.QP
-	conn       tconn
+	conn       *cm.Conn
 	cancel     context.CancelFunc
 	localAddr  net.Addr
 	localPort  ConnQual
@@ -400,7 +401,7 @@ func (ep *EP) destroy() {
 	ep.state = EPStateDisconnected
 	ep.mu.Unlock()
 	if conn != nil {
-		conn.disconnect(false)
+		conn.Abort()
 	}
 	ep.dropQP()
 	ep.dropRefs()
@@ -621,7 +622,7 @@ func (ep *EP) Reset() error {
 		return invalidState(ep.state.invalidStateSub())
 	}
 	if ep.conn != nil {
-		ep.conn.disconnect(false)
+		ep.conn.Abort()
 		ep.conn = nil
 	}
 	ep.dropQP()

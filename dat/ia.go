@@ -4,10 +4,12 @@ import (
 	"context"
 	"net"
 	"net/netip"
+	"strconv"
 	"strings"
 	"sync"
 
 	"github.com/softrnic/softrnic/rnic"
+	"github.com/softrnic/softrnic/rnic/cm"
 )
 
 // IA is an open Interface Adapter instance (spec §6.2.1): the root of every
@@ -20,7 +22,7 @@ type IA struct {
 	name string
 
 	dev   *rnic.Device
-	tr    transport
+	tr    *cm.Transport
 	local net.IP
 	// udpPort is the RoCEv2 UDP port of the instance data (0: default)
 	udpPort int
@@ -117,23 +119,25 @@ func (r *Registry) OpenIA(name string, asyncQLen int, asyncEVD *EVD) (*IA, *EVD,
 		srqs: make(map[*rnic.SRQ]*SRQ), psps: make(map[ConnQual]*PSP)}
 	ia.ctx, ia.cancel = context.WithCancel(context.Background())
 	ia.ia = ia
-	dev, err := rnic.Open(rnic.Config{Name: name, LocalAddr: addr})
-	if err != nil {
-		r.release(p)
-		return nil, nil, ErrResourceDevice
-	}
-	ia.dev = dev
-	f := transportFactories[kind]
-	if f == nil {
-		dev.Close()
+	if kind != cm.IWARP && kind != cm.RoCEv2 {
 		r.release(p)
 		return nil, nil, ErrCommNotSupported
 	}
-	ia.tr, err = f(ia)
+	dev, err := rnic.Open(rnic.Config{Name: name, LocalAddr: addr})
+	if err != nil {
+		r.release(p)
+		return nil, nil, withCause(ErrResourceDevice, err)
+	}
+	ia.dev = dev
+	taddr := addr
+	if port != 0 {
+		taddr = net.JoinHostPort(addr, strconv.Itoa(port))
+	}
+	ia.tr, err = openTransport(dev, kind, taddr)
 	if err != nil {
 		dev.Close()
 		r.release(p)
-		return nil, nil, ErrResourceDevice
+		return nil, nil, withCause(ErrResourceDevice, err)
 	}
 	if asyncEVD == nil {
 		asyncEVD = newEVD(ia, asyncQLen, EVDAsync)
@@ -145,12 +149,6 @@ func (r *Registry) OpenIA(name string, asyncQLen int, asyncEVD *EVD) (*IA, *EVD,
 	go ia.eventPump()
 	return ia, asyncEVD, nil
 }
-
-// transportFactories builds the connection side of an IA by the transport
-// name of the provider's instance data ("iwarp"; "rocev2" once the engine
-// has it). A name without a factory makes OpenIA fail with
-// DAT_COMM_NOT_SUPPORTED.
-var transportFactories = map[string]func(*IA) (transport, error){}
 
 // Close is dat_ia_close (spec §6.2.1.2). CloseGraceful fails with
 // DAT_INVALID_STATE while Consumer-created objects exist; CloseAbrupt
@@ -194,7 +192,7 @@ func (ia *IA) Close(flags CloseFlags) error {
 	ia.dead.Store(true)
 	close(ia.closedCh)
 	if ia.tr != nil {
-		ia.tr.close()
+		_ = ia.tr.Close()
 	}
 	ia.dev.Close()
 	ia.wg.Wait()
@@ -345,7 +343,7 @@ func (ia *IA) Query(iaMask, providerMask uint64) (IAAttr, ProviderAttr, error) {
 		QoS:         QoSBestEffort,
 		CompletionFlags: CompletionSuppress | CompletionSolicitedWait | CompletionUnsignalled |
 			CompletionBarrierFence | CompletionEVDThreshold,
-		ThreadSafe: true, MaxPrivateDataSize: ia.tr.maxPrivateData(pdConnect), EPCreator: "DAT_PSP_CREATES_EP_IFASKED",
+		ThreadSafe: true, MaxPrivateDataSize: ia.tr.MaxPrivateData(cm.MsgConnect), EPCreator: "DAT_PSP_CREATES_EP_IFASKED",
 		OptimalBufferAlignment: 64, EVDStreamMergingAll: true, SRQSupported: true,
 		SRQWatermarksSupported: 0x001, SRQPZDifferenceSupport: false, SRQInfoSupported: 0x11,
 		EPRecvInfoSupported: 0x11, DTOAsyncReturnGuarantee: true, RDMAWriteForRDMARead: false,

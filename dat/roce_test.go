@@ -2,7 +2,9 @@ package dat
 
 import (
 	"encoding/binary"
+	"errors"
 	"net"
+	"syscall"
 	"testing"
 )
 
@@ -84,4 +86,25 @@ func TestRoCERSPAndExtensions(t *testing.T) {
 	}
 	srv.waitConn(ConnectionEventDisconnected)
 	cli.waitConn(ConnectionEventDisconnected)
+}
+
+// Opening an IA whose RoCEv2 UDP port is taken fails with DAT_INSUFFICIENT_RESOURCES
+// (DAT_RESOURCE_DEVICE) and keeps the cause: errors.Is reaches EADDRINUSE.
+func TestOpenIAPortInUseKeepsCause(t *testing.T) {
+	pc, err := net.ListenPacket("udp4", "127.0.0.1:0")
+	if err != nil {
+		t.Skip("no UDP on loopback:", err)
+	}
+	defer pc.Close()
+	r := NewRegistry()
+	if err := r.AddProvider(&Provider{Info: ProviderInfo{Name: "t", VersionMajor: 2}, InstanceData: "rocev2 " + pc.LocalAddr().String()}); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = r.OpenIA("t", 16, nil)
+	if !errors.Is(err, ErrResourceDevice) || !errors.Is(err, syscall.EADDRINUSE) {
+		t.Fatalf("%v", err)
+	}
+	if CodeOf(err) != ErrResourceDevice.Code() {
+		t.Fatalf("code %#x", CodeOf(err))
+	}
 }

@@ -1,65 +1,50 @@
 package dat
 
 import (
-	"context"
-	"net"
+	"errors"
+	"fmt"
 
 	"github.com/softrnic/softrnic/rnic"
+	"github.com/softrnic/softrnic/rnic/cm"
+	"github.com/softrnic/softrnic/rnic/iwarp"
 )
 
-// connParams are the per-connection parameters handed to a transport.
-type connParams struct {
-	privateData []byte
-	ird, ord    int
+// The connection side of a provider (spec §6.4) is an rnic/cm Transport: listeners on
+// connection qualifiers (TCP ports for iWARP, RDMA-CM ports for RoCEv2) and connection
+// establishment for Endpoints. The provider's instance data names the network and the
+// local address: "iwarp <ip>" or "rocev2 <ip>[:<udp port>]".
+
+// openTransport attaches the IA's device to network at addr.
+func openTransport(dev *rnic.Device, network, addr string) (*cm.Transport, error) {
+	var o *cm.Options
+	if network == cm.IWARP {
+		cfg := iwarp.DefaultConfig()
+		cfg.Extensions = true // RFC 7306 atomics and immediate data (dat↔dat)
+		o = &cm.Options{IWARP: cfg}
+	}
+	return cm.Open(dev, network, addr, o)
 }
 
-// transport is the connection side of a provider (spec §6.4): listeners on
-// connection qualifiers and connection establishment for Endpoints. Each
-// engine transport (iWARP now, RoCEv2 later) implements it in its own
-// transport_*.go file and registers a factory in transportFactories.
-type transport interface {
-	// listen binds a listener to addr ("ip:port", port 0 picks one).
-	listen(addr string) (tlistener, error)
-	// dial connects an Idle QP; on success the QP is in RTS and the peer's
-	// private data is returned.
-	dial(ctx context.Context, qp *rnic.QP, addr string, p connParams) (tconn, []byte, error)
-	// classify maps a dial error to the connection event it produces and
-	// the peer's private data of a rejection.
-	classify(err error) (EventNumber, []byte)
-	// peerClosed reports whether a fatal QP error is the peer closing the
-	// connection (reported as DISCONNECTED rather than BROKEN).
-	peerClosed(err error) bool
-	// maxPrivateData is the largest private data of a connect, accept or
-	// reject on this transport.
-	maxPrivateData(op pdOp) int
-	close()
+// connEvent maps a failed connect to the connection event it produces (spec §6.6.14)
+// and the peer's private data of a rejection.
+func connEvent(err error) (EventNumber, []byte) {
+	var rej *cm.RejectError
+	switch {
+	case errors.As(err, &rej):
+		return ConnectionEventPeerRejected, rej.PrivateData
+	case errors.Is(err, cm.ErrUnreachable):
+		return ConnectionEventUnreachable, nil
+	case errors.Is(err, cm.ErrTimeout):
+		return ConnectionEventTimedOut, nil
+	}
+	return ConnectionEventNonPeerRejected, nil // refused (no listener), or anything else
 }
 
-type tlistener interface {
-	accept(ctx context.Context) (treq, error)
-	addr() *net.TCPAddr
-	close()
+// withCause attaches the error that made a call fail to its DAT_RETURN: errors.Is and
+// errors.As reach both (the DAT code for CodeOf, the cause for the caller).
+func withCause(e Error, cause error) error {
+	if cause == nil {
+		return e
+	}
+	return fmt.Errorf("%w: %w", e, cause)
 }
-
-type treq interface {
-	privateData() []byte
-	remoteAddr() net.Addr
-	localAddr() net.Addr
-	accept(qp *rnic.QP, p connParams) (tconn, error)
-	reject(privateData []byte) error
-}
-
-type tconn interface {
-	disconnect(graceful bool)
-	localAddr() net.Addr
-	remoteAddr() net.Addr
-}
-
-// pdOp names the CM message private data rides in.
-type pdOp int
-
-const (
-	pdConnect pdOp = iota // connect request (MPA Request, IB CM REQ)
-	pdAccept              // accept (MPA Reply, REP)
-	pdReject              // reject (MPA Reply with R, REJ)
-)

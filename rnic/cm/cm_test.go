@@ -4,14 +4,18 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/netip"
+	"os"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/softrnic/softrnic/rnic"
+	"github.com/softrnic/softrnic/rnic/iwarp"
 	"github.com/softrnic/softrnic/rnic/rocev2"
+	"github.com/softrnic/softrnic/roce"
 )
 
 var networks = []string{IWARP, RoCEv2}
@@ -295,5 +299,39 @@ func TestErrorsReachSyscall(t *testing.T) {
 	}
 	if _, err := Open(dev, IWARP, "not-an-ip", nil); !errors.Is(err, ErrBadAddress) {
 		t.Fatal(err)
+	}
+}
+
+// TestClassify: transport connect errors get their category and keep their cause.
+func TestClassify(t *testing.T) {
+	bg := context.Background()
+	for _, c := range []struct {
+		err  error
+		want error
+	}{
+		{fmt.Errorf("dial: %w", syscall.ECONNREFUSED), ErrRefused},
+		{fmt.Errorf("dial: %w", syscall.EHOSTUNREACH), ErrUnreachable},
+		{fmt.Errorf("dial: %w", syscall.ENETUNREACH), ErrUnreachable},
+		{&net.AddrError{Err: "no suitable address found"}, ErrUnreachable},
+		{fmt.Errorf("read: %w", os.ErrDeadlineExceeded), ErrTimeout},
+		{rocev2.ErrCMTimeout, ErrTimeout},
+		{&rocev2.RejectError{Reason: roce.RejInvalidServiceID}, ErrRefused},
+	} {
+		got := classify(bg, c.err)
+		if !errors.Is(got, c.want) || !errors.Is(got, c.err) {
+			t.Errorf("%v -> %v, want %v", c.err, got, c.want)
+		}
+	}
+	var rej *RejectError
+	if err := classify(bg, &iwarp.RejectError{PrivateData: []byte("no")}); !errors.As(err, &rej) || string(rej.PrivateData) != "no" {
+		t.Error(err)
+	}
+	if err := classify(bg, &rocev2.RejectError{Reason: roce.RejConsumerDefined, PrivateData: []byte("no")}); !errors.As(err, &rej) {
+		t.Error(err)
+	}
+	ctx, cancel := context.WithCancel(bg)
+	cancel()
+	if err := classify(ctx, ctx.Err()); err != context.Canceled {
+		t.Error("a cancelled dial is the context's error:", err)
 	}
 }

@@ -13,6 +13,7 @@ type (
 	listenerImpl interface {
 		accept(ctx context.Context) (requestImpl, error)
 		addr() net.Addr
+		port() int
 		close() error
 	}
 	requestImpl interface {
@@ -58,6 +59,10 @@ func (l *Listener) Accept(ctx context.Context) (*ConnRequest, error) {
 
 // Addr returns the listening address (with the port chosen for ":0").
 func (l *Listener) Addr() net.Addr { return l.impl.addr() }
+
+// Port returns the service port listened on (the TCP port for iWARP, the RDMA-CM port
+// for RoCEv2).
+func (l *Listener) Port() int { return l.impl.port() }
 
 // Close stops listening; pending requests are refused and Accept returns ErrClosed.
 func (l *Listener) Close() error {
@@ -208,3 +213,8 @@ func (c *Conn) Close() error {
 	<-c.impl.done()
 	return nil
 }
+
+// Abort starts an abortive close and returns at once; Done is closed when it has finished.
+// It is for callers that must not block (event handlers, code holding locks the
+// completion path takes).
+func (c *Conn) Abort() { c.impl.abort() }

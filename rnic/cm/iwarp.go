@@ -36,7 +36,13 @@ func (l iwListener) accept(ctx context.Context) (requestImpl, error) {
 	return iwRequest{r}, nil
 }
 func (l iwListener) addr() net.Addr { return l.l.Addr() }
-func (l iwListener) close() error   { return l.l.Close() }
+func (l iwListener) port() int {
+	if a, ok := l.l.Addr().(*net.TCPAddr); ok {
+		return a.Port
+	}
+	return 0
+}
+func (l iwListener) close() error { return l.l.Close() }
 
 type iwRequest struct{ r *iwarp.ConnRequest }
 

@@ -55,6 +55,7 @@ func (l rcListener) accept(ctx context.Context) (requestImpl, error) {
 	return rcRequest{r}, nil
 }
 func (l rcListener) addr() net.Addr { return net.TCPAddrFromAddrPort(l.l.Addr()) }
+func (l rcListener) port() int      { return int(l.l.Port()) }
 func (l rcListener) close() error   { return l.l.Close() }
 
 type rcRequest struct{ r *rocev2.ConnRequest }
