@@ -993,7 +993,21 @@ func (ia *IA) handleDeviceEvent(ev rnic.AsyncEvent) {
 		if ev.Type == rnic.EventDisconnected || cm.IsPeerClose(ev.Err) {
 			n = ConnectionEventDisconnected
 		}
-		ep.connLost(ev.QP, n)
+		// The event is posted once the QP's work has been flushed and its completions
+		// delivered (QP.Done), so on every EVD the DTO completions of the connection,
+		// successful and flushed, precede its end (spec §6.6.17). A fatal error is
+		// announced by the engine before the transport has stopped.
+		qp := ev.QP
+		ia.wg.Add(1)
+		go func() {
+			defer ia.wg.Done()
+			select {
+			case <-qp.Done():
+			case <-ia.closedCh:
+				return
+			}
+			ep.connLost(qp, n)
+		}()
 	case rnic.EventSRQLimitReached:
 		ia.mu.Lock()
 		s := ia.srqs[ev.SRQ]

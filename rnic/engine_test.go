@@ -2,6 +2,7 @@ package rnic
 
 import (
 	"errors"
+	"sync"
 	"testing"
 	"time"
 )
@@ -382,5 +383,42 @@ func TestCQOverflowMovesQPsToError(t *testing.T) {
 	}
 	for _, qp := range []*TransportQP{a, b, c} {
 		qp.TransportDone(nil)
+	}
+}
+
+// TestDoneAfterCompletionsDelivered: when Done is closed, the CQ handler has already been
+// handed every flushed completion (consumers such as dat post DISCONNECTED on Done and
+// must find the flushes ahead of it).
+func TestDoneAfterCompletionsDelivered(t *testing.T) {
+	for i := 0; i < 200; i++ {
+		d, pd, _ := setup(t)
+		cq, _ := d.CreateCQ(64)
+		var mu sync.Mutex
+		seen := 0
+		cq.SetHandler(func(cq *CQ) {
+			var wc [8]Completion
+			for {
+				n, _ := cq.Poll(wc[:])
+				mu.Lock()
+				seen += n
+				mu.Unlock()
+				if n < len(wc) {
+					return
+				}
+			}
+		})
+		qp, _ := d.CreateQP(pd, QPAttr{SendCQ: cq, RecvCQ: cq})
+		for j := 0; j < 10; j++ {
+			_ = qp.PostRecv(&RecvWR{WRID: uint64(j)})
+		}
+		tq, _ := AttachTransport(qp, &fakeT{disconnect: make(chan bool, 1)})
+		go tq.TransportDone(nil)
+		<-qp.Done()
+		mu.Lock()
+		got := seen
+		mu.Unlock()
+		if got != 10 {
+			t.Fatalf("run %d: Done closed with %d of 10 flushed completions delivered", i, got)
+		}
 	}
 }

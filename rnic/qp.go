@@ -176,7 +176,8 @@ func (q *QP) Err() error {
 // Counters returns the QP's traffic counters.
 func (q *QP) Counters() *Counters { return &q.counters }
 
-// Done is closed once the QP is in Error and its work has been flushed.
+// Done is closed once the QP is in Error and its work has been flushed: every completion of
+// the QP has been pushed to its CQs and handed to their handlers ([CQ.SetHandler]) first.
 func (q *QP) Done() <-chan struct{} { return q.doneCh }
 
 // PostSend posts a send work request. It fails with ErrQPState unless the QP is in RTS
@@ -362,14 +363,15 @@ func (q *QP) abort(ev EventType, err error, post bool) {
 		}
 	}
 	t, done := q.t, q.tDone
-	var fs, fr bool
-	if t == nil && !done {
+	finish := t == nil && !done
+	if finish {
 		q.tDone = true
-		fs, fr = q.flushLocked()
-		close(q.doneCh)
+		q.flushLocked()
 	}
 	q.mu.Unlock()
-	q.fireCQs(fs, fr)
+	if finish {
+		q.deliverAndClose()
+	}
 	if was != QPError && post {
 		q.dev.postEvent(AsyncEvent{Type: ev, QP: q, Err: err})
 		if q.attr.SRQ != nil {
@@ -397,13 +399,24 @@ func (q *QP) transportDone(err error) {
 		q.lastErr = err
 	}
 	q.tDone = true
-	fs, fr := q.flushLocked()
-	close(q.doneCh)
+	q.flushLocked()
 	q.mu.Unlock()
-	q.fireCQs(fs, fr)
+	q.deliverAndClose()
 	if was != QPError {
 		q.dev.postEvent(AsyncEvent{Type: EventDisconnected, QP: q, Err: err})
 	}
+}
+
+// deliverAndClose runs the QP's CQ handlers, then closes Done. The handlers poll what the
+// flush pushed and anything a transport goroutine pushed just before (a handler that is
+// already draining finishes first: consumers serialize their drains), so by the time Done
+// is closed and EventDisconnected is posted every completion of the QP has been handed to
+// its consumer: successful and flushed completions precede the disconnect (uDAPL 2.0
+// §6.6.17, which requires it for successful completions sharing an EVD with the
+// connection events).
+func (q *QP) deliverAndClose() {
+	q.fireCQs(true, true)
+	close(q.doneCh)
 }
 
 // nextSend returns the next send WQE in post order with its SGL resolved, or nil when none

@@ -335,3 +335,37 @@ func TestClassify(t *testing.T) {
 		t.Error("a cancelled dial is the context's error:", err)
 	}
 }
+
+// TestGracefulDisconnectFinishesSends: sends posted before a graceful disconnect are sent
+// and complete successfully (RFC 5040 §5.4 / uDAPL §6.6.17); only then does the
+// connection close. The iWARP sender once took a disconnect seen before its first
+// transmission for "close now" and flushed them.
+func TestGracefulDisconnectFinishesSends(t *testing.T) {
+	for _, network := range networks {
+		t.Run(network, func(t *testing.T) {
+			for round := 0; round < 20; round++ {
+				mem := rocev2.NewMemNet()
+				srv, cli := newNode(t, network, mem, "127.0.0.1"), newNode(t, network, mem, "127.0.0.2")
+				const n = 8
+				for i := 0; i < n; i++ {
+					_ = srv.qp.PostRecv(&rnic.RecvWR{WRID: uint64(i), SGL: []rnic.SGE{srv.mr.SGE(0, 64)}})
+				}
+				_, cc := connect(t, srv, cli, nil, nil)
+				for i := 0; i < n; i++ {
+					if err := cli.qp.PostSend(&rnic.SendWR{WRID: uint64(i), Opcode: rnic.OpSend, Flags: rnic.Signaled,
+						SGL: []rnic.SGE{cli.mr.SGE(0, 8)}}); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if err := cc.Disconnect(ctx10(t)); err != nil {
+					t.Fatal(err)
+				}
+				for i := 0; i < n; i++ {
+					if c := cli.wait(t); c.Status != rnic.StatusSuccess || c.WRID != uint64(i) {
+						t.Fatalf("round %d: send %d completed %+v", round, i, c)
+					}
+				}
+			}
+		})
+	}
+}

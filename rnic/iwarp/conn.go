@@ -349,6 +349,12 @@ func (c *Conn) sendLoop() {
 		case <-c.quit:
 			return
 		case <-c.kick:
+			select {
+			case <-c.cond: // open too (select chose at random): send what is queued
+				gated = false
+				continue
+			default:
+			}
 			// RFC 5044 §7.1.2: nothing may be sent before the initiator's first FPDU;
 			// a disconnect or the peer's close meanwhile just closes our side.
 			c.mu.Lock()
