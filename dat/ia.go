@@ -269,7 +269,7 @@ type IAAttr struct {
 	MaxRDMAReadInGuaranteed  bool
 	MaxRDMAReadOutGuaranteed bool
 	ZBSupported              bool
-	Extension                string // "iWARP" when the iWARP extensions are available
+	Extension                string // DAT_EXTENSION: "IB" (RoCEv2 IA), "iWARP" (iWARP IA) or "" (none)
 	ExtensionVersion         int
 }
 
@@ -334,7 +334,7 @@ func (ia *IA) Query(iaMask, providerMask uint64) (IAAttr, ProviderAttr, error) {
 		MaxRecvPerSRQ: c.MaxQPWR, MaxIOVSegmentsRDMARead: c.MaxSGE,
 		MaxIOVSegmentsRDMAWrite: c.MaxSGE, MaxRDMAReadIn: c.MaxIRD * c.MaxQP,
 		MaxRDMAReadOut: c.MaxORD * c.MaxQP, MaxRDMAReadInGuaranteed: true,
-		MaxRDMAReadOutGuaranteed: true, ZBSupported: true, Extension: "iWARP", ExtensionVersion: 1,
+		MaxRDMAReadOutGuaranteed: true, ZBSupported: true, Extension: ia.extension(), ExtensionVersion: 1,
 	}
 	p := ProviderAttr{
 		ProviderName: "softrnic", ProviderVersionMajor: 1, ProviderVersionMinor: 0,
@@ -365,4 +365,14 @@ func (ia *IA) eventPump() {
 	for ev := range ia.dev.Events() {
 		ia.handleDeviceEvent(ev)
 	}
+}
+
+// extension is the DAT_EXTENSION the IA supports (spec §6.2.1.4, Appendix A): the IB
+// extension on a RoCEv2 IA (its transport is the InfiniBand one: immediate data and
+// atomics as IBTA defines them), the iWARP extension (RFC 7306) on an iWARP IA.
+func (ia *IA) extension() string {
+	if ia.tr != nil && ia.tr.Network() == cm.RoCEv2 {
+		return "IB"
+	}
+	return "iWARP"
 }

@@ -108,3 +108,15 @@ func TestOpenIAPortInUseKeepsCause(t *testing.T) {
 		t.Fatalf("code %#x", CodeOf(err))
 	}
 }
+
+// dat_ia_query names the IA's own extension: IB on RoCEv2, iWARP on iWARP.
+func TestIAQueryExtension(t *testing.T) {
+	srv, _ := roceSides(t)
+	if a, _, err := srv.ia.Query(IAFieldAll, 0); err != nil || a.Extension != "IB" {
+		t.Fatalf("RoCEv2 IA extension %q %v", a.Extension, err)
+	}
+	iw := newSide(t, "iwarp")
+	if a, _, err := iw.ia.Query(IAFieldAll, 0); err != nil || a.Extension != "iWARP" {
+		t.Fatalf("iWARP IA extension %q %v", a.Extension, err)
+	}
+}
