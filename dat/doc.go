@@ -16,11 +16,10 @@
 // OpenIA opens an IA by provider name from a registry (DefaultRegistry
 // holds DefaultConf, in dat.conf format: "softrnic-iwarp", an "ofa-v2-iwarp"
 // alias and "softrnic-rocev2"). A provider's instance data names the
-// transport and local address, "iwarp 127.0.0.1" or "rocev2 10.0.0.1:4791". Each IA owns one engine device; a
-// connection qualifier is a TCP port, folded into 33534..65534 above 0xFFFF
-// as OFA DAPL's cma provider does.
-// Each transport is one transport_*.go file implementing the small
-// transport interface and registering a factory.
+// transport and local address, "iwarp 127.0.0.1" or "rocev2 10.0.0.1:4791".
+// Each IA owns one engine device and one rnic/cm Transport; a connection
+// qualifier is a TCP port (iWARP) or RDMA-CM port (RoCEv2), folded into
+// 33534..65534 above 0xFFFF as OFA DAPL's cma provider does.
 //
 // # Events
 //
