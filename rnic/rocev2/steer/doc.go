@@ -17,10 +17,11 @@
 // runs for every datagram the group receives. The kernel gives it the skb
 // with data at the UDP header (the UDP lookup runs before the header is
 // pulled; the kernel's own selftest test_select_reuseport_kern.c reads its
-// UDP payload at offset sizeof(struct udphdr)), so the program loads BTH
-// bytes 4..7 from offset 12 with bpf_skb_load_bytes, looks the 24-bit DestQP
-// up in a QPN→slot hash map and selects that slot's socket with
-// bpf_sk_select_reuseport. QP1 (the CM's MADs) is never in the map, so it
+// UDP payload at offset sizeof(struct udphdr)), so the program reads BTH
+// bytes 5..7 at offset 13..15: in place when the skb's linear data holds
+// them, else with bpf_skb_load_bytes (payload in page fragments). It looks
+// the 24-bit DestQP up in a QPN→slot hash map and selects that slot's
+// socket with bpf_sk_select_reuseport. QP1 (the CM's MADs) is never in the map, so it
 // and every unknown QPN go to slot 0, the daemon; a mapped QPN whose socket
 // has gone (the process exited: closing a socket removes it from the
 // sockarray) falls back to slot 0 too; only if slot 0 itself is gone is the

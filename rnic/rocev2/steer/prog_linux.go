@@ -7,6 +7,13 @@ import (
 	"github.com/cilium/ebpf/asm"
 )
 
+// struct sk_reuseport_md field offsets (include/uapi/linux/bpf.h; data and
+// data_end are 64-bit __bpf_md_ptr fields).
+const (
+	mdData    = 0
+	mdDataEnd = 8
+)
+
 // Program return values (enum sk_action, include/uapi/linux/bpf.h).
 const (
 	skDrop = 0
@@ -32,8 +39,11 @@ const bthQPOffset = 8 + 4
 // looks it up in qpns (u32 QPN → u32 slot) and selects that slot of socks;
 // an unmapped QPN, a packet too short for a BTH, or a mapped slot with no
 // socket select slot 0; if slot 0 has no socket the packet is dropped. It
-// counts each outcome in counters (per-CPU u64 array). Bytes are read one
-// at a time from the stack copy, so the program is endian neutral.
+// counts each outcome in counters (per-CPU u64 array). DestQP is read in
+// place when the skb's linear data holds it, else copied out with
+// bpf_skb_load_bytes (a payload in page fragments, e.g. sent with
+// MSG_ZEROCOPY). Bytes are read one at a time, so the program is endian
+// neutral and makes no unaligned loads.
 func steerProgram(qpns, socks, counters *ebpf.Map) asm.Instructions {
 	const (
 		ctx = asm.R6 // struct sk_reuseport_md *
@@ -46,6 +56,19 @@ func steerProgram(qpns, socks, counters *ebpf.Map) asm.Instructions {
 		slot = -12 // u32 slot, key of socks
 		ckey = -16 // u32 counter index
 	)
+	// loadQPN sets qpn to the 24-bit big-endian DestQP in bytes 1..3 at
+	// base+off (BTH bytes 5..7).
+	loadQPN := func(base asm.Register, off int16) asm.Instructions {
+		return asm.Instructions{
+			asm.LoadMem(qpn, base, off+1, asm.Byte),
+			asm.LSh.Imm(qpn, 16),
+			asm.LoadMem(tmp, base, off+2, asm.Byte),
+			asm.LSh.Imm(tmp, 8),
+			asm.Or.Reg(qpn, tmp),
+			asm.LoadMem(tmp, base, off+3, asm.Byte),
+			asm.Or.Reg(qpn, tmp),
+		}
+	}
 	// sel calls bpf_sk_select_reuseport(ctx, socks, fp+slot, 0).
 	sel := asm.Instructions{
 		asm.Mov.Reg(asm.R1, ctx),
@@ -72,7 +95,19 @@ func steerProgram(qpns, socks, counters *ebpf.Map) asm.Instructions {
 	}
 	p := asm.Instructions{
 		asm.Mov.Reg(ctx, asm.R1),
-		// bpf_skb_load_bytes(ctx, 12, fp+bth, 4): fails if the packet is short.
+		// Read DestQP in place when the linear data holds it, else copy
+		// it out with bpf_skb_load_bytes, which fails for a short packet.
+		asm.LoadMem(asm.R2, ctx, mdData, asm.DWord),
+		asm.LoadMem(asm.R3, ctx, mdDataEnd, asm.DWord),
+		asm.Mov.Reg(tmp, asm.R2),
+		asm.Add.Imm(tmp, bthQPOffset+4),
+		asm.JGT.Reg(tmp, asm.R3, "copy"),
+	}
+	p = append(p, loadQPN(asm.R2, bthQPOffset)...)
+	p = append(p,
+		asm.Ja.Label("lookup"),
+		// bpf_skb_load_bytes(ctx, 12, fp+bth, 4)
+		asm.Mov.Reg(asm.R1, ctx).WithSymbol("copy"),
 		asm.Mov.Imm(asm.R2, bthQPOffset),
 		asm.Mov.Reg(asm.R3, asm.RFP),
 		asm.Add.Imm(asm.R3, bth),
@@ -80,15 +115,10 @@ func steerProgram(qpns, socks, counters *ebpf.Map) asm.Instructions {
 		asm.FnSkbLoadBytes.Call(),
 		asm.Mov.Imm(cnt, cntShort),
 		asm.JNE.Imm(asm.R0, 0, "daemon"),
-		// qpn = bth[1]<<16 | bth[2]<<8 | bth[3]
-		asm.LoadMem(qpn, asm.RFP, bth+1, asm.Byte),
-		asm.LSh.Imm(qpn, 16),
-		asm.LoadMem(tmp, asm.RFP, bth+2, asm.Byte),
-		asm.LSh.Imm(tmp, 8),
-		asm.Or.Reg(qpn, tmp),
-		asm.LoadMem(tmp, asm.RFP, bth+3, asm.Byte),
-		asm.Or.Reg(qpn, tmp),
-		asm.StoreMem(asm.RFP, key, qpn, asm.Word),
+	)
+	p = append(p, loadQPN(asm.RFP, bth)...)
+	p = append(p,
+		asm.StoreMem(asm.RFP, key, qpn, asm.Word).WithSymbol("lookup"),
 		// slot = qpns[qpn], or the daemon
 		asm.LoadMapPtr(asm.R1, qpns.FD()),
 		asm.Mov.Reg(asm.R2, asm.RFP),
@@ -98,7 +128,7 @@ func steerProgram(qpns, socks, counters *ebpf.Map) asm.Instructions {
 		asm.JEq.Imm(asm.R0, 0, "daemon"),
 		asm.LoadMem(tmp, asm.R0, 0, asm.Word),
 		asm.StoreMem(asm.RFP, slot, tmp, asm.Word),
-	}
+	)
 	p = append(p, sel...)
 	p = append(p,
 		asm.Mov.Imm(cnt, cntFallback),

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/softrnic/softrnic/rnic/rocev2"
 )
 
@@ -260,5 +262,53 @@ func TestNewRefusesWildcard(t *testing.T) {
 	}
 	if _, err := New(Config{Mode: ModeRelay}); !errors.Is(err, rocev2.ErrUnspecifiedAddr) {
 		t.Errorf("New without an address = %v", err)
+	}
+}
+
+// TestSteerNonLinear sends with MSG_ZEROCOPY, which on loopback leaves the
+// payload in page fragments (only the UDP header in the skb's linear data),
+// so the program must copy DestQP out with bpf_skb_load_bytes instead of
+// reading it in place.
+func TestSteerNonLinear(t *testing.T) {
+	for _, m := range modes {
+		t.Run(m.name, func(t *testing.T) {
+			s := newSteerer(t, m.ip, m.mode, Config{})
+			ch := make(chan arrival, 16)
+			go collect(s.Link(), "daemon", ch)
+			slot, l := attach(t, s)
+			go collect(l, "p1", ch)
+			if err := s.Map(slot, 0x123456, 1); err != nil {
+				t.Fatal(err)
+			}
+			snd := newSender(t, m.ip)
+			rc, err := snd.c.SyscallConn()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var serr error
+			rc.Control(func(fd uintptr) { serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_ZEROCOPY, 1) })
+			if serr != nil {
+				t.Skipf("SKIP: no SO_ZEROCOPY for UDP on this kernel: %v", serr)
+			}
+			to, from := s.LocalAddr(), snd.addr()
+			for i, c := range []struct {
+				qpn uint32
+				who string
+			}{{0x123456, "p1"}, {0x123457, "daemon"}, {1, "daemon"}} {
+				pk := append(packet(c.qpn, uint64(i+1)), make([]byte, 3000)...)
+				var sa unix.Sockaddr = &unix.SockaddrInet6{Addr: to.Addr().As16(), Port: int(to.Port())}
+				if to.Addr().Is4() {
+					sa = &unix.SockaddrInet4{Addr: to.Addr().As4(), Port: int(to.Port())}
+				}
+				rc.Write(func(fd uintptr) bool {
+					serr = unix.Sendmsg(int(fd), pk, nil, sa, unix.MSG_ZEROCOPY)
+					return serr != unix.EAGAIN
+				})
+				if serr != nil {
+					t.Fatal(serr)
+				}
+				expect(t, ch, c.who, uint64(i+1), from)
+			}
+		})
 	}
 }
