@@ -5,6 +5,7 @@ package steer
 import (
 	"errors"
 	"fmt"
+	"net"
 	"net/netip"
 	"os"
 	"sync"
@@ -293,7 +294,8 @@ func (s *Steerer) LocalAddr() netip.AddrPort { return s.addr }
 // Link is the daemon's own link, slot 0: it receives QP1 and every packet
 // no process owns, and sends from the group's address. In ModeRelay its
 // Recv also forwards the processes' packets (see the package doc), so the
-// daemon must keep receiving on it. Close the Steerer, not the link.
+// daemon must keep receiving on it. Closing the link closes the daemon's
+// socket; Close releases the rest.
 func (s *Steerer) Link() rocev2.Link { return s.link }
 
 // Add makes a slot for a new process and returns the descriptors the
@@ -537,6 +539,9 @@ func (s *Steerer) Close() error {
 		s.slots[i] = nil
 	}
 	err := s.udp.Close()
+	if errors.Is(err, net.ErrClosed) { // the daemon's engine closed its link first
+		err = nil
+	}
 	s.closeBPFObjects()
 	return err
 }

@@ -312,3 +312,25 @@ func TestSteerNonLinear(t *testing.T) {
 		})
 	}
 }
+
+// TestCloseAfterLinkClose: the daemon's engine closes its link before the
+// daemon closes the Steerer; neither reports an error.
+func TestCloseAfterLinkClose(t *testing.T) {
+	for _, m := range modes {
+		if m.ip != "127.0.0.1" {
+			continue
+		}
+		t.Run(m.name, func(t *testing.T) {
+			s := newSteerer(t, m.ip, m.mode, Config{})
+			if err := s.Link().Close(); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Close(); err != nil {
+				t.Fatalf("Close after the link's Close: %v", err)
+			}
+			if err := s.Close(); err != nil {
+				t.Fatalf("second Close: %v", err)
+			}
+		})
+	}
+}
