@@ -144,8 +144,12 @@ func New(cfg Config) (*Steerer, error) {
 	s := &Steerer{cfg: cfg, qpns: make(map[uint32]Slot), slots: make([]*member, cfg.MaxProcs+1)}
 	switch cfg.Mode {
 	case ModeAuto, ModeBPF:
-		err := s.startBPF()
+		err := s.loadBPF()
 		if err == nil {
+			if err = s.startBPF(); err != nil {
+				s.closeBPF()
+				return nil, err
+			}
 			return s, nil
 		}
 		s.closeBPF()
@@ -163,7 +167,8 @@ func New(cfg Config) (*Steerer, error) {
 	return s, nil
 }
 
-func (s *Steerer) startBPF() error {
+// loadBPF creates the maps and loads the program: what needs privilege.
+func (s *Steerer) loadBPF() error {
 	var err error
 	s.qpnMap, err = ebpf.NewMap(&ebpf.MapSpec{Name: "softrnic_qpns", Type: ebpf.Hash,
 		KeySize: 4, ValueSize: 4, MaxEntries: uint32(s.cfg.MaxQPNs)})
@@ -187,7 +192,27 @@ func (s *Steerer) startBPF() error {
 	if err != nil {
 		return fmt.Errorf("steer: load SK_REUSEPORT program: %w", err)
 	}
-	f, err := bindUDP(s.cfg.Addr, true)
+	return nil
+}
+
+// startBPF binds the daemon's socket, the group's first, into slot 0 and
+// attaches the program to the group.
+func (s *Steerer) startBPF() error {
+	// A socket with SO_REUSEPORT would silently join a group another
+	// process of the same uid (another daemon) has on the address, and
+	// attaching the program would replace that group's. So the address is
+	// first claimed without SO_REUSEPORT, which fails with EADDRINUSE if
+	// anyone holds it, and released just before the group's first bind.
+	probe, err := bindUDP(s.cfg.Addr, false)
+	if err != nil {
+		return err
+	}
+	addr := s.cfg.Addr
+	if sa, err := unix.Getsockname(int(probe.Fd())); err == nil {
+		addr = netip.AddrPortFrom(addr.Addr(), uint16(sockaddrPort(sa)))
+	}
+	probe.Close()
+	f, err := bindUDP(addr, true)
 	if err != nil {
 		return err
 	}
@@ -280,6 +305,16 @@ func bindUDP(addr netip.AddrPort, reuse bool) (*os.File, error) {
 		return nil, fmt.Errorf("steer: bind %v: %w", addr, err)
 	}
 	return os.NewFile(uintptr(fd), "udp:"+addr.String()), nil
+}
+
+func sockaddrPort(sa unix.Sockaddr) int {
+	switch a := sa.(type) {
+	case *unix.SockaddrInet4:
+		return a.Port
+	case *unix.SockaddrInet6:
+		return a.Port
+	}
+	return 0
 }
 
 // Mode reports ModeBPF or ModeRelay.

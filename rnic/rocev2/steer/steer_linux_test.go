@@ -334,3 +334,26 @@ func TestCloseAfterLinkClose(t *testing.T) {
 		})
 	}
 }
+
+// TestAddressInUse: a second Steerer on the same address fails instead of
+// joining (ModeBPF: and taking over) the first one's group.
+func TestAddressInUse(t *testing.T) {
+	for _, m := range modes {
+		if m.ip != "127.0.0.1" {
+			continue
+		}
+		t.Run(m.name, func(t *testing.T) {
+			s := newSteerer(t, m.ip, m.mode, Config{})
+			for _, mode := range []Mode{ModeBPF, ModeRelay, ModeAuto} {
+				s2, err := New(Config{Addr: s.LocalAddr(), Mode: mode})
+				if err == nil {
+					s2.Close()
+					t.Fatalf("second Steerer (%v) on %v started", mode, s.LocalAddr())
+				}
+				if !errors.Is(err, unix.EADDRINUSE) {
+					t.Errorf("second Steerer (%v): %v, want EADDRINUSE", mode, err)
+				}
+			}
+		})
+	}
+}
