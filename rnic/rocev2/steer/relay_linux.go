@@ -286,6 +286,9 @@ func (l *RelayLink) Close() error {
 // datagram's header into the link's header buffer and its payload straight
 // into bufs[i].
 func (l *RelayLink) Recv(bufs [][]byte, sizes []int, from []netip.AddrPort) (int, error) {
+	if len(bufs) == 0 {
+		return 0, nil
+	}
 	for {
 		n := min(len(bufs), l.batch)
 		for i := range n {
