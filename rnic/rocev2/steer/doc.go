@@ -63,13 +63,14 @@
 // AmbientCapabilities=CAP_BPF. Before Linux 5.11 BPF maps are also charged to
 // RLIMIT_MEMLOCK, which the daemon must raise (cilium/ebpf's
 // rlimit.RemoveMemlock); the package leaves process limits alone. Without
-// them (ModeAuto falls back; [Steerer.FallbackErr] says why) the daemon's
+// CAP_BPF (ModeAuto falls back; [Steerer.FallbackErr] says why) the daemon's
 // socket is alone on <ip>:4791 and receives everything: the daemon's link
-// ([Steerer.Link]) reads a batch, forwards each datagram whose QPN is mapped
-// to its process over a unix SOCK_SEQPACKET socketpair (one sendmmsg per process
-// per batch, MSG_DONTWAIT: a process that does not keep up loses packets,
-// counted in Stats.RelayDropped, and never stalls the daemon), and returns
-// the rest (QP1, unknown QPNs) to its own caller. The forwarding runs in the
+// ([Steerer.Link]) reads a batch, forwards each datagram whose QPN is
+// mapped to its process over a unix SOCK_SEQPACKET socketpair (messages keep
+// their boundaries and each end sees the other close; one sendmmsg per
+// process per batch, MSG_DONTWAIT: a process that does not keep up loses
+// packets, counted in Stats.RelayDropped, and never stalls the daemon), and
+// returns the rest (QP1, unknown QPNs) to its own caller. The forwarding runs in the
 // goroutine that calls the daemon link's Recv, which the daemon's RoCEv2
 // engine does continuously; there is no relay goroutine. Each datagram
 // carries a 20-byte header before the payload: the source IP (16 bytes,

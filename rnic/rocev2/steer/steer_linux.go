@@ -28,7 +28,7 @@ const (
 	// ModeBPF steers in the kernel with an SK_REUSEPORT program (no copy).
 	ModeBPF
 	// ModeRelay has the daemon's socket receive everything and forward each
-	// process's packets over a unix datagram socket.
+	// process's packets over a unix SOCK_SEQPACKET socket.
 	ModeRelay
 )
 
