@@ -131,6 +131,9 @@ func New(cfg Config) (*Steerer, error) {
 	if !a.IsValid() || a.IsUnspecified() {
 		return nil, rocev2.ErrUnspecifiedAddr
 	}
+	if a.Zone() != "" {
+		return nil, fmt.Errorf("steer: %v: scoped (link-local) IPv6 addresses are not supported", a)
+	}
 	cfg.Addr = netip.AddrPortFrom(a.Unmap(), cfg.Addr.Port())
 	if cfg.MaxProcs <= 0 {
 		cfg.MaxProcs = 63

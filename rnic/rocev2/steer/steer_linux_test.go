@@ -263,6 +263,10 @@ func TestNewRefusesWildcard(t *testing.T) {
 	if _, err := New(Config{Mode: ModeRelay}); !errors.Is(err, rocev2.ErrUnspecifiedAddr) {
 		t.Errorf("New without an address = %v", err)
 	}
+	if s, err := New(Config{Addr: netip.MustParseAddrPort("[fe80::1%lo]:0"), Mode: ModeRelay}); err == nil {
+		s.Close()
+		t.Error("New with a scoped address succeeded")
+	}
 }
 
 // TestSteerNonLinear sends with MSG_ZEROCOPY, which on loopback leaves the
