@@ -81,9 +81,6 @@ type daemonOpts struct {
 	logOut      io.Writer // nil = os.Stderr
 }
 
-// sockPath is the default control socket path of a device.
-func sockPath(name string) string { return "/run/softrnic/" + name + ".sock" }
-
 type listFlag []string
 
 func (l *listFlag) String() string     { return strings.Join(*l, ",") }
@@ -121,7 +118,7 @@ func parseDaemonArgs(args []string, errOut io.Writer) (daemonOpts, error) {
 		}
 	}
 	if o.sock == "" {
-		o.sock = sockPath(o.name)
+		o.sock = uapi.SocketPath(o.name)
 	}
 	if o.targetMiB < 0 || o.targetMiB > daemonMaxTargetMiB {
 		return o, fmt.Errorf("-target-mib %d out of range 0..%d", o.targetMiB, daemonMaxTargetMiB)

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/softrnic/softrnic/ddp"
+	"github.com/softrnic/softrnic/internal/tools/stat"
 	"github.com/softrnic/softrnic/internal/uapi"
 	"github.com/softrnic/softrnic/mpa"
 	"github.com/softrnic/softrnic/rnic"
@@ -292,7 +293,7 @@ func (l *lossyLink) Send(bufs [][]byte, dst netip.AddrPort) error {
 func statRow(t *testing.T, sock string, qpn string) []string {
 	t.Helper()
 	var b bytes.Buffer
-	if err := statLoop(context.Background(), statOpts{sock: sock}, &b); err != nil {
+	if err := stat.Run(context.Background(), stat.Options{Sock: sock}, &b, nil); err != nil {
 		t.Fatal(err)
 	}
 	for _, line := range strings.Split(b.String(), "\n") {
@@ -398,7 +399,7 @@ func TestDaemonEndToEnd(t *testing.T) {
 		}
 		// JSON output decodes to the same status.
 		var b bytes.Buffer
-		if err := statLoop(ctx, statOpts{sock: sock, json: true}, &b); err != nil {
+		if err := stat.Run(ctx, stat.Options{Sock: sock, JSON: true}, &b, nil); err != nil {
 			t.Fatal(err)
 		}
 		var js uapi.Status

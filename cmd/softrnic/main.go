@@ -8,7 +8,15 @@ import (
 	"fmt"
 	"os"
 	"sort"
+
+	"github.com/softrnic/softrnic/internal/tools/demo"
+	"github.com/softrnic/softrnic/internal/tools/stat"
 )
+
+func init() {
+	register(command{name: "demo", usage: demo.Summary, run: demo.Main})
+	register(command{name: "stat", usage: stat.Summary, run: stat.Main})
+}
 
 // command is one subcommand of softrnic.
 type command struct {

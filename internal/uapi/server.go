@@ -12,6 +12,9 @@ import (
 	"time"
 )
 
+// SocketPath is the default control socket of the daemon of device name.
+func SocketPath(name string) string { return "/run/softrnic/" + name + ".sock" }
+
 // Handler serves requests. Get returns the pairs of a get response; Set applies the pairs
 // of a set request (in order; it stops at the first failure). An error that is not an
 // *Error is answered with EIO.

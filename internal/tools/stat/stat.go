@@ -1,7 +1,7 @@
-package main
-
-// softrnic stat reads a running daemon's counters over its control socket (get=1, see
-// internal/uapi) and prints them as a table or JSON, once or every -watch interval.
+// Package stat is "softrnic stat": it reads a running daemon's counters over its control
+// socket (get=1, see internal/uapi) and prints them as a table or JSON, once or every
+// -watch interval.
+package stat
 
 import (
 	"context"
@@ -16,44 +16,47 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/softrnic/softrnic/internal/tools/tool"
 	"github.com/softrnic/softrnic/internal/uapi"
 )
 
-func init() {
-	register(command{name: "stat", usage: "print a daemon's device and per-QP counters [-sock path] [-json] [-watch 1s]", run: runStat})
+// Summary is the one-line description "softrnic help" prints.
+const Summary = "print a daemon's device and per-QP counters [-sock path] [-json] [-watch 1s]"
+
+// Options are stat's settings.
+type Options struct {
+	Sock  string        // control socket
+	JSON  bool          // print JSON (one object per line with Watch)
+	Watch time.Duration // print again every Watch until the context ends (0: once)
 }
 
-type statOpts struct {
-	sock  string
-	json  bool
-	watch time.Duration
-}
-
-func parseStatArgs(args []string, errOut io.Writer) (statOpts, error) {
-	var o statOpts
+// ParseArgs builds Options from the command line; flag errors are printed to errOut.
+func ParseArgs(args []string, errOut io.Writer) (Options, error) {
+	var o Options
 	fs := flag.NewFlagSet("stat", flag.ContinueOnError)
 	fs.SetOutput(errOut)
-	name := fs.String("name", daemonDefName, "device name (selects the default socket)")
-	fs.StringVar(&o.sock, "sock", "", "control socket (default /run/softrnic/<name>.sock)")
-	fs.BoolVar(&o.json, "json", false, "print JSON (one object per line with -watch)")
-	fs.DurationVar(&o.watch, "watch", 0, "print again every interval until interrupted")
+	name := fs.String("name", tool.DefaultDevice, "device name (selects the default socket)")
+	fs.StringVar(&o.Sock, "sock", "", "control socket (default /run/softrnic/<name>.sock)")
+	fs.BoolVar(&o.JSON, "json", false, "print JSON (one object per line with -watch)")
+	fs.DurationVar(&o.Watch, "watch", 0, "print again every interval until interrupted")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
 	if fs.NArg() != 0 {
 		return o, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
-	if o.watch < 0 {
-		return o, fmt.Errorf("-watch %v: must not be negative", o.watch)
+	if o.Watch < 0 {
+		return o, fmt.Errorf("-watch %v: must not be negative", o.Watch)
 	}
-	if o.sock == "" {
-		o.sock = sockPath(*name)
+	if o.Sock == "" {
+		o.Sock = uapi.SocketPath(*name)
 	}
 	return o, nil
 }
 
-func runStat(args []string) int {
-	o, err := parseStatArgs(args, os.Stderr)
+// Main is the "softrnic stat" command: SIGINT and SIGTERM end a -watch loop.
+func Main(args []string) int {
+	o, err := ParseArgs(args, os.Stderr)
 	if err != nil {
 		if err == flag.ErrHelp {
 			return 0
@@ -63,26 +66,27 @@ func runStat(args []string) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := statLoop(ctx, o, os.Stdout); err != nil {
+	if err := Run(ctx, o, os.Stdout, os.Stderr); err != nil {
 		fmt.Fprintln(os.Stderr, "stat:", err)
 		return 1
 	}
 	return 0
 }
 
-// statLoop prints the status once, or every o.watch until ctx ends (which is not an error).
-func statLoop(ctx context.Context, o statOpts, w io.Writer) error {
+// Run prints the status to w once, or every o.Watch until ctx ends (which is not an error).
+func Run(ctx context.Context, o Options, w, _ io.Writer) error {
+	w = tool.Output(w)
 	for {
 		qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		s, err := uapi.GetStatus(qctx, o.sock)
+		s, err := uapi.GetStatus(qctx, o.Sock)
 		cancel()
 		if err != nil {
-			if o.watch > 0 && ctx.Err() != nil {
+			if o.Watch > 0 && ctx.Err() != nil {
 				return nil
 			}
 			return err
 		}
-		if o.json {
+		if o.JSON {
 			b, err := json.Marshal(&s)
 			if err != nil {
 				return err
@@ -93,15 +97,15 @@ func statLoop(ctx context.Context, o statOpts, w io.Writer) error {
 		} else if err := printStatus(w, &s); err != nil {
 			return err
 		}
-		if o.watch == 0 {
+		if o.Watch == 0 {
 			return nil
 		}
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-time.After(o.watch):
+		case <-time.After(o.Watch):
 		}
-		if !o.json {
+		if !o.JSON {
 			fmt.Fprintln(w)
 		}
 	}
