@@ -39,6 +39,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/softrnic/softrnic/internal/tools/perftest"
+	"github.com/softrnic/softrnic/internal/tools/rping"
 	"github.com/softrnic/softrnic/internal/uapi"
 	"github.com/softrnic/softrnic/rnic"
 	"github.com/softrnic/softrnic/rnic/iwarp"
@@ -75,7 +77,7 @@ type daemonOpts struct {
 	crc         bool   // iWARP: request MPA CRC32c
 	rping       string // host:port of an rping server ("" = none)
 	perftest    string // host:port of a perftest server ("" = none)
-	perftestVrb string // write, read or send
+	perftestVerb perftest.Verb // -perftest-verb
 	foreground  bool
 	logFile     string    // -log: append the log to this file
 	logOut      io.Writer // nil = os.Stderr
@@ -101,7 +103,7 @@ func parseDaemonArgs(args []string, errOut io.Writer) (daemonOpts, error) {
 	fs.BoolVar(&o.crc, "crc", false, "iWARP: request MPA CRC32c")
 	fs.StringVar(&o.rping, "rping", "", "also run an iWARP rping server on host:port")
 	fs.StringVar(&o.perftest, "perftest", "", "also run an iWARP perftest server on host:port")
-	fs.StringVar(&o.perftestVrb, "perftest-verb", "write", "perftest server test: write, read or send")
+	verb := fs.String("perftest-verb", "write", "perftest server test: write, read or send")
 	fs.BoolVar(&o.foreground, "foreground", false, "stay in the foreground (default: detach once the socket is up)")
 	fs.StringVar(&o.logFile, "log", "", "append the log to this file (default stderr, which a detached daemon does not have)")
 	if err := fs.Parse(args); err != nil {
@@ -129,10 +131,15 @@ func parseDaemonArgs(args []string, errOut io.Writer) (daemonOpts, error) {
 	if len(o.iwarp) == 0 && o.rocev2 == "" {
 		return o, errors.New("no transport: give -iwarp and/or -rocev2")
 	}
-	switch o.perftestVrb {
-	case "write", "read", "send":
+	switch *verb {
+	case "write":
+		o.perftestVerb = perftest.Write
+	case "read":
+		o.perftestVerb = perftest.Read
+	case "send":
+		o.perftestVerb = perftest.Send
 	default:
-		return o, fmt.Errorf("-perftest-verb %q: want write, read or send", o.perftestVrb)
+		return o, fmt.Errorf("-perftest-verb %q: want write, read or send", *verb)
 	}
 	return o, nil
 }
@@ -354,23 +361,19 @@ func startDaemon(o daemonOpts) (_ *daemon, err error) {
 		go d.acceptRoCE(ln)
 	}
 	if o.rping != "" {
-		if err = d.startTool("rping", o.rping, func(host, port string) (func(context.Context) error, error) {
-			ro, err := parseRpingArgs([]string{"-s", "-a", host, "-p", port})
-			if err != nil {
-				return nil, err
-			}
-			return func(ctx context.Context) error { return rping(ctx, ro) }, nil
+		if err = d.startTool("rping", o.rping, func(host string, port int) func(context.Context) error {
+			ro := rping.DefaultOptions()
+			ro.Server, ro.Addr, ro.Port = true, host, port
+			return func(ctx context.Context) error { return rping.Run(ctx, ro, nil, nil) }
 		}); err != nil {
 			return nil, err
 		}
 	}
 	if o.perftest != "" {
-		if err = d.startTool("perftest", o.perftest, func(host, port string) (func(context.Context) error, error) {
-			po, err := parsePerftestArgs([]string{o.perftestVrb, "-p", port, "--bind", host})
-			if err != nil {
-				return nil, err
-			}
-			return func(ctx context.Context) error { return perftest(ctx, po) }, nil
+		if err = d.startTool("perftest", o.perftest, func(host string, port int) func(context.Context) error {
+			po := perftest.DefaultOptions(o.perftestVerb)
+			po.Bind, po.Port = host, port
+			return func(ctx context.Context) error { return perftest.Run(ctx, po, nil, nil) }
 		}); err != nil {
 			return nil, err
 		}
@@ -396,15 +399,16 @@ func parseRoCEAddr(s string) (netip.AddrPort, error) {
 // startTool runs one of the existing tool servers (rping, perftest) in a loop, one client
 // session after the other, on its own device (so its traffic is not in this daemon's
 // counters).
-func (d *daemon) startTool(name, addr string, mk func(host, port string) (func(context.Context) error, error)) error {
-	host, port, err := net.SplitHostPort(addr)
+func (d *daemon) startTool(name, addr string, mk func(host string, port int) func(context.Context) error) error {
+	host, ps, err := net.SplitHostPort(addr)
 	if err != nil {
 		return fmt.Errorf("-%s %q: %w", name, addr, err)
 	}
-	run, err := mk(host, port)
+	port, err := strconv.ParseUint(ps, 10, 16)
 	if err != nil {
-		return fmt.Errorf("-%s: %w", name, err)
+		return fmt.Errorf("-%s %q: bad port", name, addr)
 	}
+	run := mk(host, int(port))
 	d.wg.Add(1)
 	go func() {
 		defer d.wg.Done()

@@ -20,6 +20,8 @@ import (
 	"time"
 
 	"github.com/softrnic/softrnic/ddp"
+	"github.com/softrnic/softrnic/internal/tools/perftest"
+	"github.com/softrnic/softrnic/internal/tools/rping"
 	"github.com/softrnic/softrnic/internal/tools/stat"
 	"github.com/softrnic/softrnic/internal/uapi"
 	"github.com/softrnic/softrnic/mpa"
@@ -718,16 +720,16 @@ func TestDaemonSignalAndTools(t *testing.T) {
 		}
 		t.Fatalf("%s client: %v", name, err)
 	}
-	ro, err := parseRpingArgs([]string{"-c", "-a", "127.0.0.1", "-p", rp, "-C", "3", "-V", "--settle", "1ms"})
+	ro, err := rping.ParseArgs([]string{"-c", "-a", "127.0.0.1", "-p", rp, "-C", "3", "-V", "--settle", "1ms"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	retry("rping", func() error { return rping(ctx, ro) })
-	po, err := parsePerftestArgs([]string{"read", "-p", pp, "-n", "20", "-s", "4096", "--settle", "1ms", "127.0.0.1"})
+	retry("rping", func() error { return rping.Run(ctx, ro, nil, nil) })
+	po, err := perftest.ParseArgs([]string{"read", "-p", pp, "-n", "20", "-s", "4096", "--settle", "1ms", "127.0.0.1"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	retry("perftest", func() error { return perftest(ctx, po) })
+	retry("perftest", func() error { return perftest.Run(ctx, po, nil, nil) })
 	if err := syscall.Kill(os.Getpid(), syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}

@@ -10,12 +10,16 @@ import (
 	"sort"
 
 	"github.com/softrnic/softrnic/internal/tools/demo"
+	"github.com/softrnic/softrnic/internal/tools/perftest"
+	"github.com/softrnic/softrnic/internal/tools/rping"
 	"github.com/softrnic/softrnic/internal/tools/stat"
 )
 
 func init() {
 	register(command{name: "demo", usage: demo.Summary, run: demo.Main})
 	register(command{name: "stat", usage: stat.Summary, run: stat.Main})
+	register(command{name: "rping", usage: rping.Summary, run: rping.Main})
+	register(command{name: "perftest", usage: perftest.Summary, run: perftest.Main})
 }
 
 // command is one subcommand of softrnic.
