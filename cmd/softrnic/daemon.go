@@ -67,20 +67,20 @@ const (
 
 // daemonOpts are the daemon's settings (flags, or a -config file of the same names).
 type daemonOpts struct {
-	name        string
-	sock        string
-	iwarp       []string // iWARP listen addresses (host:port)
-	rocev2      string   // RoCEv2 link address ip[:udpport]
-	cmPort      int      // RDMA-CM port of the RoCEv2 target listener
-	peerPort    int      // RoCEv2 peers' UDP port (-1: 4791 if our own port is 4791, else 0)
-	targetMiB   int
-	crc         bool   // iWARP: request MPA CRC32c
-	rping       string // host:port of an rping server ("" = none)
-	perftest    string // host:port of a perftest server ("" = none)
+	name         string
+	sock         string
+	iwarp        []string // iWARP listen addresses (host:port)
+	rocev2       string   // RoCEv2 link address ip[:udpport]
+	cmPort       int      // RDMA-CM port of the RoCEv2 target listener
+	peerPort     int      // RoCEv2 peers' UDP port (-1: 4791 if our own port is 4791, else 0)
+	targetMiB    int
+	crc          bool          // iWARP: request MPA CRC32c
+	rping        string        // host:port of an rping server ("" = none)
+	perftest     string        // host:port of a perftest server ("" = none)
 	perftestVerb perftest.Verb // -perftest-verb
-	foreground  bool
-	logFile     string    // -log: append the log to this file
-	logOut      io.Writer // nil = os.Stderr
+	foreground   bool
+	logFile      string    // -log: append the log to this file
+	logOut       io.Writer // nil = os.Stderr
 }
 
 type listFlag []string
