@@ -657,6 +657,17 @@ func TestDaemonEndToEnd(t *testing.T) {
 	checkGoroutines(t, base)
 }
 
+// freePort returns a TCP port that was free a moment ago.
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
 // goroutines counts the live goroutines, less os/signal's, which lives on once Notify
 // was called.
 func goroutines() (int, string) {
@@ -689,7 +700,7 @@ func checkGoroutines(t *testing.T, base int) {
 func TestDaemonSignalAndTools(t *testing.T) {
 	base, _ := goroutines()
 	sock := testSock(t)
-	rp, pp := strconv.Itoa(freePort(t, "tcp")), strconv.Itoa(freePort(t, "tcp"))
+	rp, pp := strconv.Itoa(freePort(t)), strconv.Itoa(freePort(t))
 	exit := make(chan int, 1)
 	go func() {
 		exit <- runDaemon([]string{"-foreground", "-sock", sock, "-iwarp", "127.0.0.1:0", "-target-mib", "1",

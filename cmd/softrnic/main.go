@@ -11,6 +11,7 @@ import (
 
 	"github.com/softrnic/softrnic/internal/tools/demo"
 	"github.com/softrnic/softrnic/internal/tools/perftest"
+	"github.com/softrnic/softrnic/internal/tools/pingpong"
 	"github.com/softrnic/softrnic/internal/tools/rping"
 	"github.com/softrnic/softrnic/internal/tools/stat"
 )
@@ -20,6 +21,7 @@ func init() {
 	register(command{name: "stat", usage: stat.Summary, run: stat.Main})
 	register(command{name: "rping", usage: rping.Summary, run: rping.Main})
 	register(command{name: "perftest", usage: perftest.Summary, run: perftest.Main})
+	register(command{name: "pingpong", usage: pingpong.Summary, run: pingpong.Main})
 }
 
 // command is one subcommand of softrnic.

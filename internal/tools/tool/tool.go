@@ -131,3 +131,41 @@ func ParseIP(what, s string) (netip.Addr, error) {
 	}
 	return a.Unmap(), nil
 }
+
+// IBVStatus returns the ibv_wc_status value and ibv_wc_status_str text of st,
+// for tools that print completion errors the way rdma-core's do.
+func IBVStatus(st rnic.Status) (int, string) {
+	switch st {
+	case rnic.StatusSuccess:
+		return 0, "success"
+	case rnic.StatusLocLenErr:
+		return 1, "local length error"
+	case rnic.StatusLocQPOpErr:
+		return 2, "local QP operation error"
+	case rnic.StatusLocProtErr:
+		return 4, "local protection error"
+	case rnic.StatusWRFlushErr:
+		return 5, "Work Request Flushed Error"
+	case rnic.StatusMWBindErr:
+		return 6, "memory bind operation error"
+	case rnic.StatusBadRespErr:
+		return 7, "bad response error"
+	case rnic.StatusLocAccessErr:
+		return 8, "local access error"
+	case rnic.StatusRemInvReqErr:
+		return 9, "remote invalid request error"
+	case rnic.StatusRemAccessErr:
+		return 10, "remote access error"
+	case rnic.StatusRemOpErr:
+		return 11, "remote operation error"
+	case rnic.StatusRetryExcErr:
+		return 12, "transport retry counter exceeded"
+	case rnic.StatusRNRRetryExcErr:
+		return 13, "RNR retry counter exceeded"
+	case rnic.StatusRemAbortErr:
+		return 16, "operation aborted"
+	case rnic.StatusFatalErr:
+		return 19, "fatal error"
+	}
+	return 21, "general error"
+}
