@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"bytes"
@@ -31,12 +31,12 @@ import (
 )
 
 func TestParseDaemonArgs(t *testing.T) {
-	o, err := parseDaemonArgs([]string{"-iwarp", "127.0.0.1:1", "-iwarp", "[::1]:2", "-rocev2", "127.0.0.1", "-name", "x"}, &bytes.Buffer{})
+	o, err := ParseArgs([]string{"-iwarp", "127.0.0.1:1", "-iwarp", "[::1]:2", "-rocev2", "127.0.0.1", "-name", "x"}, &bytes.Buffer{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o.sock != "/run/softrnic/x.sock" || len(o.iwarp) != 2 || o.iwarp[1] != "[::1]:2" || o.targetMiB != daemonDefTargetMiB ||
-		o.cmPort != daemonDefCMPort || o.peerPort != -1 || o.foreground {
+	if o.Sock != "/run/softrnic/x.sock" || len(o.IWARP) != 2 || o.IWARP[1] != "[::1]:2" || o.TargetMiB != DefaultTargetMiB ||
+		o.CMPort != DefaultCMPort || o.PeerPort != -1 || o.Foreground {
 		t.Fatalf("%+v", o)
 	}
 	if a, err := parseRoCEAddr("127.0.0.1"); err != nil || a.Port() != 4791 {
@@ -48,11 +48,11 @@ func TestParseDaemonArgs(t *testing.T) {
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "softrnic.conf")
 	os.WriteFile(cfg, []byte("# comment\nname = conf0\niwarp=127.0.0.1:5\niwarp=127.0.0.1:6\ntarget-mib=3\nforeground=true\n"), 0o600)
-	o, err = parseDaemonArgs([]string{"-config", cfg, "-target-mib", "7"}, &bytes.Buffer{})
+	o, err = ParseArgs([]string{"-config", cfg, "-target-mib", "7"}, &bytes.Buffer{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o.name != "conf0" || o.sock != "/run/softrnic/conf0.sock" || len(o.iwarp) != 2 || o.targetMiB != 7 || !o.foreground {
+	if o.Name != "conf0" || o.Sock != "/run/softrnic/conf0.sock" || len(o.IWARP) != 2 || o.TargetMiB != 7 || !o.Foreground {
 		t.Fatalf("config: %+v", o)
 	}
 	os.WriteFile(cfg, []byte("bogus=1\n"), 0o600)
@@ -60,7 +60,7 @@ func TestParseDaemonArgs(t *testing.T) {
 		{}, {"-iwarp", "x:1", "stray"}, {"-iwarp", "x:1", "-target-mib", "4096"}, {"-iwarp", "x:1", "-rocev2-cm-port", "0"},
 		{"-iwarp", "x:1", "-perftest-verb", "atomic"}, {"-config", cfg, "-iwarp", "x:1"}, {"-config", filepath.Join(dir, "none")},
 	} {
-		if _, err := parseDaemonArgs(bad, &bytes.Buffer{}); err == nil {
+		if _, err := ParseArgs(bad, &bytes.Buffer{}); err == nil {
 			t.Errorf("%q accepted", bad)
 		}
 	}
@@ -313,13 +313,13 @@ func statRow(t *testing.T, sock string, qpn string) []string {
 func TestDaemonEndToEnd(t *testing.T) {
 	base, _ := goroutines()
 	sock := testSock(t)
-	o, err := parseDaemonArgs([]string{"-foreground", "-sock", sock, "-iwarp", "127.0.0.1:0", "-rocev2", "127.0.0.1:0",
+	o, err := ParseArgs([]string{"-foreground", "-sock", sock, "-iwarp", "127.0.0.1:0", "-rocev2", "127.0.0.1:0",
 		"-rocev2-cm-port", "7999", "-target-mib", "1", "-name", "e2e0"}, &bytes.Buffer{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	o.logOut = testLog{t}
-	d, err := startDaemon(o)
+	o.LogOut = testLog{t}
+	d, err := Start(o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -703,7 +703,7 @@ func TestDaemonSignalAndTools(t *testing.T) {
 	rp, pp := strconv.Itoa(freePort(t)), strconv.Itoa(freePort(t))
 	exit := make(chan int, 1)
 	go func() {
-		exit <- runDaemon([]string{"-foreground", "-sock", sock, "-iwarp", "127.0.0.1:0", "-target-mib", "1",
+		exit <- Main([]string{"-foreground", "-sock", sock, "-iwarp", "127.0.0.1:0", "-target-mib", "1",
 			"-rping", "127.0.0.1:" + rp, "-perftest", "127.0.0.1:" + pp, "-perftest-verb", "read"})
 	}()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)

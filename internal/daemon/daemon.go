@@ -1,0 +1,384 @@
+package daemon
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log"
+	"net"
+	"net/netip"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/softrnic/softrnic/internal/tools/perftest"
+	"github.com/softrnic/softrnic/internal/tools/rping"
+	"github.com/softrnic/softrnic/internal/uapi"
+	"github.com/softrnic/softrnic/rnic"
+	"github.com/softrnic/softrnic/rnic/iwarp"
+	"github.com/softrnic/softrnic/rnic/rocev2"
+	"github.com/softrnic/softrnic/roce"
+	"golang.org/x/sys/unix"
+)
+
+const (
+	targetInfoLen = rnic.RemoteBufferLen // the memory target's advertisement in the accept private data
+	stopTimeout   = 5 * time.Second      // bound on the graceful disconnects at shutdown
+)
+
+// daemonConn is one QP of the memory target.
+type daemonConn struct {
+	qp        *rnic.QP
+	transport string
+	peer      string
+	mulpdu    int           // iWARP: the MULPDU of the FPDUs this side sends
+	done      chan struct{} // closed when its goroutine has destroyed the QP
+}
+
+// daemon is a running standalone RNIC.
+type daemon struct {
+	o      Options
+	log    *log.Logger
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // accept loops, connection watchers, tool servers, event logger
+
+	dev *rnic.Device
+	pd  *rnic.PD
+	cq  *rnic.CQ
+	mem []byte // the target region (mmap), nil without a target
+	mr  *rnic.MR
+	ep  *rocev2.Endpoint
+
+	mu     sync.Mutex
+	closed bool
+	iwLns  []*iwarp.Listener
+	roLn   *rocev2.Listener
+	conns  map[uint32]*daemonConn
+
+	srv *uapi.Server
+}
+
+func (d *daemon) logf(format string, args ...any) { d.log.Printf(format, args...) }
+
+// startDaemon opens the device, its transports and services, and the control socket.
+func Start(o Options) (_ *daemon, err error) {
+	out := o.LogOut
+	if out == nil {
+		out = os.Stderr
+	}
+	d := &daemon{o: o, log: log.New(out, "softrnic daemon: ", log.LstdFlags), conns: make(map[uint32]*daemonConn)}
+	d.ctx, d.cancel = context.WithCancel(context.Background())
+	defer func() {
+		if err != nil {
+			d.Close()
+		}
+	}()
+	cfg := rnic.Config{Name: o.Name}
+	var roAddr netip.AddrPort
+	if o.RoCEv2 != "" {
+		if roAddr, err = parseRoCEAddr(o.RoCEv2); err != nil {
+			return nil, err
+		}
+		cfg.LocalAddr = roAddr.Addr().String()
+	}
+	if d.dev, err = rnic.Open(cfg); err != nil {
+		return nil, err
+	}
+	d.wg.Add(1)
+	go d.logEvents()
+	if d.pd, err = d.dev.AllocPD(); err != nil {
+		return nil, err
+	}
+	if d.cq, err = d.dev.CreateCQ(64); err != nil {
+		return nil, err
+	}
+	if o.TargetMiB > 0 {
+		if d.mem, err = unix.Mmap(-1, 0, o.TargetMiB<<20, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE); err != nil {
+			return nil, fmt.Errorf("mmap target: %w", err)
+		}
+		if d.mr, err = d.pd.RegMR(d.mem, rnic.AccessLocalWrite|rnic.AccessRemoteRead|rnic.AccessRemoteWrite); err != nil {
+			return nil, fmt.Errorf("register target: %w", err)
+		}
+	}
+	for _, a := range o.IWARP {
+		if err = d.listenIWARP(a); err != nil {
+			return nil, err
+		}
+	}
+	if o.RoCEv2 != "" {
+		link, err := rocev2.ListenUDP(roAddr, nil)
+		if err != nil {
+			return nil, fmt.Errorf("RoCEv2 link %v: %w", roAddr, err)
+		}
+		rc := rocev2.DefaultConfig()
+		switch {
+		case o.PeerPort >= 0:
+			rc.PeerPort = uint16(o.PeerPort)
+		case roAddr.Port() == roce.UDPPort:
+			rc.PeerPort = roce.UDPPort
+		}
+		d.ep = rocev2.NewEndpoint(d.dev, link, rc)
+		ln, err := rocev2.Listen(d.ep, net.JoinHostPort(roAddr.Addr().String(), strconv.Itoa(o.CMPort)), nil)
+		if err != nil {
+			return nil, err
+		}
+		d.roLn = ln
+		d.wg.Add(1)
+		go d.acceptRoCE(ln)
+	}
+	if o.Rping != "" {
+		if err = d.startTool("rping", o.Rping, func(host string, port int) func(context.Context) error {
+			ro := rping.DefaultOptions()
+			ro.Server, ro.Addr, ro.Port = true, host, port
+			return func(ctx context.Context) error { return rping.Run(ctx, ro, nil, nil) }
+		}); err != nil {
+			return nil, err
+		}
+	}
+	if o.Perftest != "" {
+		if err = d.startTool("perftest", o.Perftest, func(host string, port int) func(context.Context) error {
+			po := perftest.DefaultOptions(o.PerftestVerb)
+			po.Bind, po.Port = host, port
+			return func(ctx context.Context) error { return perftest.Run(ctx, po, nil, nil) }
+		}); err != nil {
+			return nil, err
+		}
+	}
+	if d.srv, err = uapi.Listen(o.Sock, d); err != nil {
+		return nil, fmt.Errorf("control socket %s: %w", o.Sock, err)
+	}
+	return d, nil
+}
+
+// parseRoCEAddr parses ip[:udpport] (port 4791 by default).
+func parseRoCEAddr(s string) (netip.AddrPort, error) {
+	if ap, err := netip.ParseAddrPort(s); err == nil {
+		return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port()), nil
+	}
+	a, err := netip.ParseAddr(strings.Trim(s, "[]"))
+	if err != nil {
+		return netip.AddrPort{}, fmt.Errorf("-rocev2 %q: want ip[:port]", s)
+	}
+	return netip.AddrPortFrom(a.Unmap(), roce.UDPPort), nil
+}
+
+// startTool runs one of the existing tool servers (rping, perftest) in a loop, one client
+// session after the other, on its own device (so its traffic is not in this daemon's
+// counters).
+func (d *daemon) startTool(name, addr string, mk func(host string, port int) func(context.Context) error) error {
+	host, ps, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("-%s %q: %w", name, addr, err)
+	}
+	port, err := strconv.ParseUint(ps, 10, 16)
+	if err != nil {
+		return fmt.Errorf("-%s %q: bad port", name, addr)
+	}
+	run := mk(host, int(port))
+	d.wg.Add(1)
+	go func() {
+		defer d.wg.Done()
+		for d.ctx.Err() == nil {
+			err := run(d.ctx)
+			if d.ctx.Err() != nil {
+				return
+			}
+			if err != nil {
+				d.logf("%s server: %v", name, err)
+				select { // a persistent failure (port in use) must not spin
+				case <-time.After(time.Second):
+				case <-d.ctx.Done():
+				}
+			}
+		}
+	}()
+	return nil
+}
+
+func (d *daemon) logEvents() {
+	defer d.wg.Done()
+	for e := range d.dev.Events() {
+		if e.QP != nil {
+			d.logf("qp %d: %v", e.QP.Num(), e)
+		} else {
+			d.logf("%v", e)
+		}
+	}
+}
+
+// listenIWARP adds an iWARP listener and its accept loop.
+func (d *daemon) listenIWARP(addr string) error {
+	cfg := iwarp.DefaultConfig()
+	cfg.MPA.CRC = d.o.CRC
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return errors.New("daemon closed")
+	}
+	ln, err := iwarp.Listen(d.dev, addr, cfg)
+	if err != nil {
+		return err
+	}
+	d.iwLns = append(d.iwLns, ln)
+	d.wg.Add(1)
+	go d.acceptIWARP(ln)
+	return nil
+}
+
+// advertisement returns the private data of an accept: the target's 16-byte info, or
+// nothing without a target.
+func (d *daemon) advertisement() []byte {
+	if d.mr == nil {
+		return nil
+	}
+	b := make([]byte, targetInfoLen)
+	binary.BigEndian.PutUint64(b[0:], d.mr.Addr())
+	binary.BigEndian.PutUint32(b[8:], d.mr.RKey())
+	binary.BigEndian.PutUint32(b[12:], uint32(d.mr.Len()))
+	return b
+}
+
+func (d *daemon) newQP() (*rnic.QP, error) {
+	return d.dev.CreateQP(d.pd, rnic.QPAttr{SendCQ: d.cq, RecvCQ: d.cq, Cap: rnic.QPCap{MaxSendWR: 1, MaxRecvWR: 1}})
+}
+
+// inboundDepth is the IRD the target grants: the initiator's ORD, capped at the device's
+// MaxIRD default; 0 (an MPA rev 1 peer, which sends no ORD) leaves the transport's default.
+func inboundDepth(ord int) int { return min(max(ord, 0), 128) }
+
+func (d *daemon) acceptIWARP(ln *iwarp.Listener) {
+	defer d.wg.Done()
+	for {
+		r, err := ln.Accept(d.ctx)
+		if err != nil {
+			return
+		}
+		qp, err := d.newQP()
+		if err != nil {
+			d.logf("iwarp: %v", err)
+			_ = r.Reject(nil)
+			continue
+		}
+		peer := r.RemoteAddr().String()
+		conn, err := r.Accept(qp, iwarp.ConnParam{PrivateData: d.advertisement(), IRD: inboundDepth(r.ORD()), ORD: 1})
+		if err != nil {
+			d.logf("iwarp: accept %s: %v", peer, err)
+			_ = qp.Destroy()
+			continue
+		}
+		d.track(&daemonConn{qp: qp, transport: "iwarp", peer: peer, mulpdu: conn.MULPDU()})
+	}
+}
+
+func (d *daemon) acceptRoCE(ln *rocev2.Listener) {
+	defer d.wg.Done()
+	for {
+		r, err := ln.Accept(d.ctx)
+		if err != nil {
+			return
+		}
+		qp, err := d.newQP()
+		if err != nil {
+			d.logf("rocev2: %v", err)
+			_ = r.Reject(nil)
+			continue
+		}
+		peer := r.RemoteAddr().String()
+		if _, err := r.Accept(qp, rocev2.ConnParam{PrivateData: d.advertisement(), IRD: inboundDepth(r.ORD()), ORD: 1}); err != nil {
+			d.logf("rocev2: accept %s: %v", peer, err)
+			_ = qp.Destroy()
+			continue
+		}
+		d.track(&daemonConn{qp: qp, transport: "rocev2", peer: peer})
+	}
+}
+
+// track records a connected QP and watches it: when its connection ends (or the daemon
+// stops) the QP is destroyed and forgotten.
+func (d *daemon) track(c *daemonConn) {
+	qp := c.qp
+	c.done = make(chan struct{})
+	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
+		_ = qp.Destroy()
+		return
+	}
+	d.conns[qp.Num()] = c
+	d.wg.Add(1)
+	d.mu.Unlock()
+	d.logf("qp %d: %s connection from %s", qp.Num(), c.transport, c.peer)
+	go func() {
+		defer d.wg.Done()
+		defer close(c.done)
+		select {
+		case <-qp.Done():
+		case <-d.ctx.Done():
+			qp.Disconnect()
+			select {
+			case <-qp.Done():
+			case <-time.After(stopTimeout):
+			}
+		}
+		_ = qp.Destroy()
+		d.mu.Lock()
+		delete(d.conns, qp.Num())
+		d.mu.Unlock()
+		d.logf("qp %d: closed", qp.Num())
+	}()
+}
+
+// Close shuts the daemon down: the control socket, the listeners, then every QP is
+// disconnected gracefully (bounded by stopTimeout), then the transports and the device
+// are closed and the target is unmapped. It waits for all the daemon's goroutines.
+func (d *daemon) Close() error {
+	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
+		return nil
+	}
+	d.closed = true
+	lns, roLn := d.iwLns, d.roLn
+	d.mu.Unlock()
+	var errs []error
+	if d.srv != nil {
+		errs = append(errs, d.srv.Close())
+	}
+	d.cancel()
+	for _, ln := range lns {
+		errs = append(errs, ln.Close())
+	}
+	if roLn != nil {
+		errs = append(errs, roLn.Close())
+	}
+	// Connection watchers disconnect their QPs now (ctx is cancelled). Wait for them before
+	// the transports go away so the disconnects can be graceful.
+	d.mu.Lock()
+	conns := make([]*daemonConn, 0, len(d.conns))
+	for _, c := range d.conns {
+		conns = append(conns, c)
+	}
+	d.mu.Unlock()
+	for _, c := range conns {
+		<-c.done
+	}
+	if d.ep != nil {
+		errs = append(errs, d.ep.Close())
+	}
+	if d.dev != nil {
+		errs = append(errs, d.dev.Close()) // closes Events, ending logEvents
+	}
+	d.wg.Wait()
+	if d.mr != nil {
+		errs = append(errs, d.mr.Dereg())
+	}
+	if d.mem != nil {
+		errs = append(errs, unix.Munmap(d.mem))
+		d.mem = nil
+	}
+	return errors.Join(errs...)
+}
