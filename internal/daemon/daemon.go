@@ -2,7 +2,6 @@ package daemon
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"log"
@@ -25,8 +24,7 @@ import (
 )
 
 const (
-	targetInfoLen = rnic.RemoteBufferLen // the memory target's advertisement in the accept private data
-	stopTimeout   = 5 * time.Second      // bound on the graceful disconnects at shutdown
+	stopTimeout = 5 * time.Second // bound on the graceful disconnects at shutdown
 )
 
 // daemonConn is one QP of the memory target.
@@ -235,11 +233,7 @@ func (d *daemon) advertisement() []byte {
 	if d.mr == nil {
 		return nil
 	}
-	b := make([]byte, targetInfoLen)
-	binary.BigEndian.PutUint64(b[0:], d.mr.Addr())
-	binary.BigEndian.PutUint32(b[8:], d.mr.RKey())
-	binary.BigEndian.PutUint32(b[12:], uint32(d.mr.Len()))
-	return b
+	return d.mr.RemoteBuffer(0, d.mr.Len()).Append(nil)
 }
 
 func (d *daemon) newQP() (*rnic.QP, error) {

@@ -3,7 +3,6 @@ package daemon
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -146,10 +145,11 @@ func (c *dClient) op(t *testing.T, op rnic.Opcode, off, n int, raddr uint64, rke
 // parseAdvert decodes the memory target's 16-byte advertisement.
 func parseAdvert(t *testing.T, pd []byte) (addr uint64, rkey, n uint32) {
 	t.Helper()
-	if len(pd) < targetInfoLen {
-		t.Fatalf("private data %d bytes", len(pd))
+	b, err := rnic.ParseRemoteBuffer(pd)
+	if err != nil {
+		t.Fatalf("private data %d bytes: %v", len(pd), err)
 	}
-	return binary.BigEndian.Uint64(pd), binary.BigEndian.Uint32(pd[8:]), binary.BigEndian.Uint32(pd[12:])
+	return b.Addr, b.RKey, b.Len
 }
 
 func ceilDiv(n, d int) int {

@@ -185,25 +185,21 @@ func Run(ctx context.Context, o Options, stdout, _ io.Writer) error {
 	// 1. The server tells the client its STag and address with a SEND. (By RFC 5044 the
 	//    responder may transmit only after the initiator's first FPDU, the RTR, which
 	//    Dial sent.)
-	var msg [16]byte
-	binary.BigEndian.PutUint32(msg[0:], srvMR.RKey())
-	binary.BigEndian.PutUint64(msg[4:], srvMR.Addr())
-	binary.BigEndian.PutUint32(msg[12:], uint32(size))
+	//    The message is the region's rnic.RemoteBuffer, rping's 16-byte layout.
+	var msg [rnic.RemoteBufferLen]byte
 	msgMR, err := cli.pd.RegMR(msg[:], rnic.AccessLocalWrite)
 	if err != nil {
 		return err
 	}
-	if err := cli.qp.PostRecv(&rnic.RecvWR{WRID: 2, SGL: []rnic.SGE{msgMR.SGE(0, 16)}}); err != nil {
+	if err := cli.qp.PostRecv(&rnic.RecvWR{WRID: 2, SGL: []rnic.SGE{msgMR.SGE(0, len(msg))}}); err != nil {
 		return err
 	}
-	var adv [16]byte
-	copy(adv[:], msg[:])
-	clear(msg[:])
-	advMR, err := srv.pd.RegMR(adv[:], 0)
+	adv := srvMR.RemoteBuffer(0, size).Append(nil)
+	advMR, err := srv.pd.RegMR(adv, 0)
 	if err != nil {
 		return err
 	}
-	if err := srv.qp.PostSend(&rnic.SendWR{WRID: 10, Opcode: rnic.OpSend, Flags: rnic.Signaled, SGL: []rnic.SGE{advMR.SGE(0, 16)}}); err != nil {
+	if err := srv.qp.PostSend(&rnic.SendWR{WRID: 10, Opcode: rnic.OpSend, Flags: rnic.Signaled, SGL: []rnic.SGE{advMR.SGE(0, len(adv))}}); err != nil {
 		return err
 	}
 	if _, err := srv.wait(ctx, "SEND"); err != nil {
@@ -213,8 +209,12 @@ func Run(ctx context.Context, o Options, stdout, _ io.Writer) error {
 	if err != nil {
 		return err
 	}
-	rkey, raddr, rlen := binary.BigEndian.Uint32(msg[0:]), binary.BigEndian.Uint64(msg[4:]), binary.BigEndian.Uint32(msg[12:])
-	fmt.Fprintf(stdout, "client: received SEND (%d bytes): server region STag %#x at %#x, %d bytes\n", c.ByteLen, rkey, raddr, rlen)
+	region, err := rnic.ParseRemoteBuffer(msg[:c.ByteLen])
+	if err != nil {
+		return err
+	}
+	rkey, raddr := region.RKey, region.Addr
+	fmt.Fprintf(stdout, "client: received SEND (%d bytes): server region STag %#x at %#x, %d bytes\n", c.ByteLen, rkey, raddr, region.Len)
 
 	// 2. RDMA WRITE the client's data into the server region, a few times over (the
 	//    first pass also pays the page faults of the fresh buffers).
