@@ -17,18 +17,18 @@ func countersOf(s rnic.Stats) uapi.Counters {
 }
 
 // status collects the device's state for get=1.
-func (d *daemon) status() uapi.Status {
+func (d *Daemon) status() uapi.Status {
 	s := uapi.Status{Device: d.dev.Name(), Counters: countersOf(d.dev.Counters().Snapshot())}
 	if d.mr != nil {
 		s.TargetAddr, s.TargetRKey, s.TargetLen = d.mr.Addr(), d.mr.RKey(), uint64(d.mr.Len())
 	}
 	d.mu.Lock()
 	for _, ln := range d.iwLns {
-		s.ListenIWARP = append(s.ListenIWARP, ln.Addr().String())
+		s.ListenIWARP = append(s.ListenIWARP, ln.addr())
 	}
 	if d.roLn != nil {
 		s.ListenRoCEv2 = append(s.ListenRoCEv2, d.ep.LocalAddr().String())
-		s.RoCEv2CMPort = d.roLn.Port()
+		s.RoCEv2CMPort = d.roLn.cmPort()
 	}
 	conns := make([]*daemonConn, 0, len(d.conns))
 	for _, c := range d.conns {
@@ -45,14 +45,14 @@ func (d *daemon) status() uapi.Status {
 }
 
 // Get implements uapi.Handler.
-func (d *daemon) Get() ([]uapi.Pair, error) {
+func (d *Daemon) Get() ([]uapi.Pair, error) {
 	s := d.status()
 	return s.Pairs(), nil
 }
 
 // Set implements uapi.Handler: listen_iwarp=host:port adds an iWARP listener;
 // close_qp=N disconnects QP N gracefully.
-func (d *daemon) Set(ps []uapi.Pair) error {
+func (d *Daemon) Set(ps []uapi.Pair) error {
 	for _, p := range ps {
 		switch p.Key {
 		case "listen_iwarp":

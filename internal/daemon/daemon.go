@@ -17,7 +17,6 @@ import (
 	"github.com/softrnic/softrnic/internal/tools/rping"
 	"github.com/softrnic/softrnic/internal/uapi"
 	"github.com/softrnic/softrnic/rnic"
-	"github.com/softrnic/softrnic/rnic/iwarp"
 	"github.com/softrnic/softrnic/rnic/rocev2"
 	"github.com/softrnic/softrnic/roce"
 	"golang.org/x/sys/unix"
@@ -36,8 +35,8 @@ type daemonConn struct {
 	done      chan struct{} // closed when its goroutine has destroyed the QP
 }
 
-// daemon is a running standalone RNIC.
-type daemon struct {
+// Daemon is a running standalone RNIC.
+type Daemon struct {
 	o      Options
 	log    *log.Logger
 	ctx    context.Context
@@ -53,22 +52,22 @@ type daemon struct {
 
 	mu     sync.Mutex
 	closed bool
-	iwLns  []*iwarp.Listener
-	roLn   *rocev2.Listener
+	iwLns  []*listener // iWARP listeners
+	roLn   *listener   // the RoCEv2 listener
 	conns  map[uint32]*daemonConn
 
 	srv *uapi.Server
 }
 
-func (d *daemon) logf(format string, args ...any) { d.log.Printf(format, args...) }
+func (d *Daemon) logf(format string, args ...any) { d.log.Printf(format, args...) }
 
-// startDaemon opens the device, its transports and services, and the control socket.
-func Start(o Options) (_ *daemon, err error) {
+// Start opens the device, its transports and services, and the control socket.
+func Start(o Options) (_ *Daemon, err error) {
 	out := o.LogOut
 	if out == nil {
 		out = os.Stderr
 	}
-	d := &daemon{o: o, log: log.New(out, "softrnic daemon: ", log.LstdFlags), conns: make(map[uint32]*daemonConn)}
+	d := &Daemon{o: o, log: log.New(out, "softrnic daemon: ", log.LstdFlags), conns: make(map[uint32]*daemonConn)}
 	d.ctx, d.cancel = context.WithCancel(context.Background())
 	defer func() {
 		if err != nil {
@@ -120,13 +119,13 @@ func Start(o Options) (_ *daemon, err error) {
 			rc.PeerPort = roce.UDPPort
 		}
 		d.ep = rocev2.NewEndpoint(d.dev, link, rc)
-		ln, err := rocev2.Listen(d.ep, net.JoinHostPort(roAddr.Addr().String(), strconv.Itoa(o.CMPort)), nil)
+		ln, err := listenRoCEv2(d.ep, net.JoinHostPort(roAddr.Addr().String(), strconv.Itoa(o.CMPort)))
 		if err != nil {
 			return nil, err
 		}
 		d.roLn = ln
 		d.wg.Add(1)
-		go d.acceptRoCE(ln)
+		go d.serve(ln)
 	}
 	if o.Rping != "" {
 		if err = d.startTool("rping", o.Rping, func(host string, port int) func(context.Context) error {
@@ -167,7 +166,7 @@ func parseRoCEAddr(s string) (netip.AddrPort, error) {
 // startTool runs one of the existing tool servers (rping, perftest) in a loop, one client
 // session after the other, on its own device (so its traffic is not in this daemon's
 // counters).
-func (d *daemon) startTool(name, addr string, mk func(host string, port int) func(context.Context) error) error {
+func (d *Daemon) startTool(name, addr string, mk func(host string, port int) func(context.Context) error) error {
 	host, ps, err := net.SplitHostPort(addr)
 	if err != nil {
 		return fmt.Errorf("-%s %q: %w", name, addr, err)
@@ -197,7 +196,7 @@ func (d *daemon) startTool(name, addr string, mk func(host string, port int) fun
 	return nil
 }
 
-func (d *daemon) logEvents() {
+func (d *Daemon) logEvents() {
 	defer d.wg.Done()
 	for e := range d.dev.Events() {
 		if e.QP != nil {
@@ -209,34 +208,32 @@ func (d *daemon) logEvents() {
 }
 
 // listenIWARP adds an iWARP listener and its accept loop.
-func (d *daemon) listenIWARP(addr string) error {
-	cfg := iwarp.DefaultConfig()
-	cfg.MPA.CRC = d.o.CRC
+func (d *Daemon) listenIWARP(addr string) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.closed {
 		return errors.New("daemon closed")
 	}
-	ln, err := iwarp.Listen(d.dev, addr, cfg)
+	ln, err := listenIWARP(d.dev, addr, d.o.CRC)
 	if err != nil {
 		return err
 	}
 	d.iwLns = append(d.iwLns, ln)
 	d.wg.Add(1)
-	go d.acceptIWARP(ln)
+	go d.serve(ln)
 	return nil
 }
 
 // advertisement returns the private data of an accept: the target's 16-byte info, or
 // nothing without a target.
-func (d *daemon) advertisement() []byte {
+func (d *Daemon) advertisement() []byte {
 	if d.mr == nil {
 		return nil
 	}
 	return d.mr.RemoteBuffer(0, d.mr.Len()).Append(nil)
 }
 
-func (d *daemon) newQP() (*rnic.QP, error) {
+func (d *Daemon) newQP() (*rnic.QP, error) {
 	return d.dev.CreateQP(d.pd, rnic.QPAttr{SendCQ: d.cq, RecvCQ: d.cq, Cap: rnic.QPCap{MaxSendWR: 1, MaxRecvWR: 1}})
 }
 
@@ -244,56 +241,36 @@ func (d *daemon) newQP() (*rnic.QP, error) {
 // MaxIRD default; 0 (an MPA rev 1 peer, which sends no ORD) leaves the transport's default.
 func inboundDepth(ord int) int { return min(max(ord, 0), 128) }
 
-func (d *daemon) acceptIWARP(ln *iwarp.Listener) {
+// serve accepts every connection request on ln with a new QP of the memory target, until
+// the daemon stops.
+func (d *Daemon) serve(ln *listener) {
 	defer d.wg.Done()
+	tr := ln.transport()
 	for {
-		r, err := ln.Accept(d.ctx)
+		r, err := ln.accept(d.ctx)
 		if err != nil {
 			return
 		}
 		qp, err := d.newQP()
 		if err != nil {
-			d.logf("iwarp: %v", err)
-			_ = r.Reject(nil)
+			d.logf("%s: %v", tr, err)
+			r.reject()
 			continue
 		}
-		peer := r.RemoteAddr().String()
-		conn, err := r.Accept(qp, iwarp.ConnParam{PrivateData: d.advertisement(), IRD: inboundDepth(r.ORD()), ORD: 1})
+		peer := r.remoteAddr()
+		mulpdu, err := r.accept(qp, d.advertisement(), inboundDepth(r.ord()))
 		if err != nil {
-			d.logf("iwarp: accept %s: %v", peer, err)
+			d.logf("%s: accept %s: %v", tr, peer, err)
 			_ = qp.Destroy()
 			continue
 		}
-		d.track(&daemonConn{qp: qp, transport: "iwarp", peer: peer, mulpdu: conn.MULPDU()})
-	}
-}
-
-func (d *daemon) acceptRoCE(ln *rocev2.Listener) {
-	defer d.wg.Done()
-	for {
-		r, err := ln.Accept(d.ctx)
-		if err != nil {
-			return
-		}
-		qp, err := d.newQP()
-		if err != nil {
-			d.logf("rocev2: %v", err)
-			_ = r.Reject(nil)
-			continue
-		}
-		peer := r.RemoteAddr().String()
-		if _, err := r.Accept(qp, rocev2.ConnParam{PrivateData: d.advertisement(), IRD: inboundDepth(r.ORD()), ORD: 1}); err != nil {
-			d.logf("rocev2: accept %s: %v", peer, err)
-			_ = qp.Destroy()
-			continue
-		}
-		d.track(&daemonConn{qp: qp, transport: "rocev2", peer: peer})
+		d.track(&daemonConn{qp: qp, transport: tr, peer: peer, mulpdu: mulpdu})
 	}
 }
 
 // track records a connected QP and watches it: when its connection ends (or the daemon
 // stops) the QP is destroyed and forgotten.
-func (d *daemon) track(c *daemonConn) {
+func (d *Daemon) track(c *daemonConn) {
 	qp := c.qp
 	c.done = make(chan struct{})
 	d.mu.Lock()
@@ -329,7 +306,7 @@ func (d *daemon) track(c *daemonConn) {
 // Close shuts the daemon down: the control socket, the listeners, then every QP is
 // disconnected gracefully (bounded by stopTimeout), then the transports and the device
 // are closed and the target is unmapped. It waits for all the daemon's goroutines.
-func (d *daemon) Close() error {
+func (d *Daemon) Close() error {
 	d.mu.Lock()
 	if d.closed {
 		d.mu.Unlock()
@@ -344,10 +321,10 @@ func (d *daemon) Close() error {
 	}
 	d.cancel()
 	for _, ln := range lns {
-		errs = append(errs, ln.Close())
+		errs = append(errs, ln.close())
 	}
 	if roLn != nil {
-		errs = append(errs, roLn.Close())
+		errs = append(errs, roLn.close())
 	}
 	// Connection watchers disconnect their QPs now (ctx is cancelled). Wait for them before
 	// the transports go away so the disconnects can be graceful.

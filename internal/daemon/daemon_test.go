@@ -223,7 +223,7 @@ func qpSum(s *uapi.Status, skip uint32) uapi.Counters {
 // ceil(len/per) tagged FPDUs of the client's MULPDU, every READ one Read Request and
 // ceil(len/per) Read Response FPDUs of the daemon's. Over TCP nothing is retransmitted at
 // this layer, so the numbers are exact.
-func iwarpWant(t *testing.T, d *daemon, qpn uint32, conn *iwarp.Conn, writes, reads [][2]int) uapi.Counters {
+func iwarpWant(t *testing.T, d *Daemon, qpn uint32, conn *iwarp.Conn, writes, reads [][2]int) uapi.Counters {
 	t.Helper()
 	d.mu.Lock()
 	dc := d.conns[qpn]
