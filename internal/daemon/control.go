@@ -65,7 +65,7 @@ func (d *Daemon) Set(ps []uapi.Pair) error {
 				}
 				return uapi.Errorf(uapi.EIO, "listen_iwarp=%s: %v", p.Value, err)
 			}
-			d.logf("listening on %s (iwarp)", p.Value)
+			d.log.Info("listening", "transport", transportIWARP, "addr", p.Value)
 		case "close_qp":
 			n, err := strconv.ParseUint(p.Value, 10, 32)
 			if err != nil {

@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log"
+	"log/slog"
 	"net"
 	"net/netip"
 	"os"
@@ -35,10 +35,23 @@ type daemonConn struct {
 	done      chan struct{} // closed when its goroutine has destroyed the QP
 }
 
+// newLogger is the daemon's structured log: text (or JSON with Options.LogJSON) records
+// on Options.LogOut, os.Stderr by default.
+func newLogger(o Options) *slog.Logger {
+	out := o.LogOut
+	if out == nil {
+		out = os.Stderr
+	}
+	if o.LogJSON {
+		return slog.New(slog.NewJSONHandler(out, nil))
+	}
+	return slog.New(slog.NewTextHandler(out, nil))
+}
+
 // Daemon is a running standalone RNIC.
 type Daemon struct {
 	o      Options
-	log    *log.Logger
+	log    *slog.Logger
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // accept loops, connection watchers, tool servers, event logger
@@ -59,15 +72,9 @@ type Daemon struct {
 	srv *uapi.Server
 }
 
-func (d *Daemon) logf(format string, args ...any) { d.log.Printf(format, args...) }
-
 // Start opens the device, its transports and services, and the control socket.
 func Start(o Options) (_ *Daemon, err error) {
-	out := o.LogOut
-	if out == nil {
-		out = os.Stderr
-	}
-	d := &Daemon{o: o, log: log.New(out, "softrnic daemon: ", log.LstdFlags), conns: make(map[uint32]*daemonConn)}
+	d := &Daemon{o: o, log: newLogger(o), conns: make(map[uint32]*daemonConn)}
 	d.ctx, d.cancel = context.WithCancel(context.Background())
 	defer func() {
 		if err != nil {
@@ -185,7 +192,7 @@ func (d *Daemon) startTool(name, addr string, mk func(host string, port int) fun
 				return
 			}
 			if err != nil {
-				d.logf("%s server: %v", name, err)
+				d.log.Error("tool server failed", "tool", name, "addr", addr, "err", err)
 				select { // a persistent failure (port in use) must not spin
 				case <-time.After(time.Second):
 				case <-d.ctx.Done():
@@ -199,11 +206,14 @@ func (d *Daemon) startTool(name, addr string, mk func(host string, port int) fun
 func (d *Daemon) logEvents() {
 	defer d.wg.Done()
 	for e := range d.dev.Events() {
+		attrs := []any{"event", e.Type.String()}
 		if e.QP != nil {
-			d.logf("qp %d: %v", e.QP.Num(), e)
-		} else {
-			d.logf("%v", e)
+			attrs = append(attrs, "qpn", e.QP.Num())
 		}
+		if e.Err != nil {
+			attrs = append(attrs, "err", e.Err)
+		}
+		d.log.Info("async event", attrs...)
 	}
 }
 
@@ -253,14 +263,14 @@ func (d *Daemon) serve(ln *listener) {
 		}
 		qp, err := d.newQP()
 		if err != nil {
-			d.logf("%s: %v", tr, err)
+			d.log.Warn("no QP for a connection", "transport", tr, "peer", r.remoteAddr(), "err", err)
 			r.reject()
 			continue
 		}
 		peer := r.remoteAddr()
 		mulpdu, err := r.accept(qp, d.advertisement(), inboundDepth(r.ord()))
 		if err != nil {
-			d.logf("%s: accept %s: %v", tr, peer, err)
+			d.log.Warn("accept failed", "transport", tr, "peer", peer, "err", err)
 			_ = qp.Destroy()
 			continue
 		}
@@ -282,7 +292,7 @@ func (d *Daemon) track(c *daemonConn) {
 	d.conns[qp.Num()] = c
 	d.wg.Add(1)
 	d.mu.Unlock()
-	d.logf("qp %d: %s connection from %s", qp.Num(), c.transport, c.peer)
+	d.log.Info("qp connected", "qpn", qp.Num(), "transport", c.transport, "peer", c.peer)
 	go func() {
 		defer d.wg.Done()
 		defer close(c.done)
@@ -299,7 +309,7 @@ func (d *Daemon) track(c *daemonConn) {
 		d.mu.Lock()
 		delete(d.conns, qp.Num())
 		d.mu.Unlock()
-		d.logf("qp %d: closed", qp.Num())
+		d.log.Info("qp closed", "qpn", qp.Num(), "state", qp.State().String())
 	}()
 }
 

@@ -47,9 +47,9 @@ func Main(args []string) int {
 		fmt.Fprintln(os.Stderr, "daemon:", err)
 		return 1
 	}
-	d.logf("%s up: control socket %s", o.Name, o.Sock)
+	d.log.Info("up", "device", o.Name, "sock", o.Sock, "pid", os.Getpid())
 	s := <-sig
-	d.logf("%v: shutting down", s)
+	d.log.Info("shutting down", "signal", s.String())
 	if err := d.Close(); err != nil {
 		fmt.Fprintln(os.Stderr, "daemon:", err)
 		return 1

@@ -36,6 +36,7 @@ type Options struct {
 	PerftestVerb perftest.Verb // -perftest-verb
 	Foreground   bool          // -foreground: do not detach (Main only)
 	LogFile      string        // -log: append the log to this file (Main only)
+	LogJSON      bool          // -log-json: log JSON records instead of text (log/slog)
 	LogOut       io.Writer     // where Start logs (nil: os.Stderr)
 }
 
@@ -64,6 +65,7 @@ func ParseArgs(args []string, errOut io.Writer) (Options, error) {
 	verb := fs.String("perftest-verb", "write", "perftest server test: write, read or send")
 	fs.BoolVar(&o.Foreground, "foreground", false, "stay in the foreground (default: detach once the socket is up)")
 	fs.StringVar(&o.LogFile, "log", "", "append the log to this file (default stderr, which a detached daemon does not have)")
+	fs.BoolVar(&o.LogJSON, "log-json", false, "log JSON records (log/slog) instead of key=value text")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
