@@ -152,7 +152,7 @@ func Start(o Options) (_ *Daemon, err error) {
 			return nil, err
 		}
 	}
-	if d.srv, err = uapi.Listen(o.Sock, d); err != nil {
+	if d.srv, err = uapi.Listen(o.Sock, d, nil); err != nil {
 		return nil, fmt.Errorf("control socket %s: %w", o.Sock, err)
 	}
 	return d, nil

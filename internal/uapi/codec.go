@@ -37,6 +37,7 @@ const (
 const (
 	ENOENT     = 2  // no such object (e.g. close_qp of an unknown QP)
 	EIO        = 5  // an operation failed (e.g. a listen error)
+	EBUSY      = 16 // a limit is reached (too many control clients or listeners)
 	EINVAL     = 22 // an invalid value
 	EPROTO     = 71 // a malformed request or an unknown operation or key
 	EADDRINUSE = 98 // listen address already in use
