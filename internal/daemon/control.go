@@ -3,7 +3,6 @@ package daemon
 import (
 	"errors"
 	"net"
-	"sort"
 	"strconv"
 	"syscall"
 
@@ -16,9 +15,9 @@ func countersOf(s rnic.Stats) uapi.Counters {
 		CRCErrors: s.CRCErrors, TermSent: s.TermSent, TermRecv: s.TermRecv, Retransmits: s.Retransmits, NAKs: s.NAKs}
 }
 
-// status collects the device's state for get=1.
-func (d *Daemon) status() uapi.Status {
-	s := uapi.Status{Device: d.dev.Name(), Counters: countersOf(d.dev.Counters().Snapshot())}
+// status collects the device's state and the QPs q selects.
+func (d *Daemon) status(q uapi.Query) (uapi.Status, error) {
+	s := uapi.Status{Device: d.dev.Name()}
 	if d.mr != nil {
 		s.TargetAddr, s.TargetRKey, s.TargetLen = d.mr.Addr(), d.mr.RKey(), uint64(d.mr.Len())
 	}
@@ -30,23 +29,44 @@ func (d *Daemon) status() uapi.Status {
 		s.ListenRoCEv2 = append(s.ListenRoCEv2, d.ep.LocalAddr().String())
 		s.RoCEv2CMPort = d.roLn.cmPort()
 	}
-	conns := make([]*daemonConn, 0, len(d.conns))
-	for _, c := range d.conns {
-		conns = append(conns, c)
+	sel, next, more := q.Select(d.qpns)
+	conns := make([]*daemonConn, len(sel))
+	for i, n := range sel {
+		conns[i] = d.conns[n]
 	}
+	s.QPCount = uint64(len(d.qpns))
 	d.mu.Unlock()
-	sort.Slice(conns, func(i, j int) bool { return conns[i].qp.Num() < conns[j].qp.Num() })
-	for _, c := range conns {
-		q := uapi.QPStatus{QPN: c.qp.Num(), Transport: c.transport, State: c.qp.State().String(),
-			Peer: c.peer, Counters: countersOf(c.qp.Counters().Snapshot())}
-		s.QPs = append(s.QPs, q)
+	if q.One && len(conns) == 0 {
+		return s, uapi.Errorf(uapi.ENOENT, "qp=%d: no such QP", q.QP)
 	}
-	return s
+	s.QPNext, s.QPNextSet = next, more
+	for _, c := range conns {
+		s.QPs = append(s.QPs, uapi.QPStatus{QPN: c.qpn, Transport: c.transport, State: c.info.State().String(),
+			Peer: c.peer, Counters: countersOf(c.info.Counters().Snapshot())})
+	}
+	// The device counters last: they are never behind the QPs' (they count everything the
+	// QPs count, and only grow).
+	s.Counters = countersOf(d.dev.Counters().Snapshot())
+	s.Daemon = d.counters()
+	return s, nil
 }
 
-// Get implements uapi.Handler.
-func (d *Daemon) Get() ([]uapi.Pair, error) {
-	s := d.status()
+// counters collects the daemon's own counters.
+func (d *Daemon) counters() uapi.DaemonCounters {
+	var c uapi.DaemonCounters
+	if d.srv != nil {
+		st := d.srv.Stats()
+		c.CtlClients, c.CtlAcceptErrors, c.CtlRefused, c.CtlIdleClosed = uint64(st.Clients), st.AcceptErrors, st.Refused, st.IdleClosed
+	}
+	return c
+}
+
+// Get implements uapi.Handler: the device section and the QPs q selects (a page, or one).
+func (d *Daemon) Get(q uapi.Query) ([]uapi.Pair, error) {
+	s, err := d.status(q)
+	if err != nil {
+		return nil, err
+	}
 	return s.Pairs(), nil
 }
 
@@ -77,7 +97,7 @@ func (d *Daemon) Set(ps []uapi.Pair) error {
 			if c == nil {
 				return uapi.Errorf(uapi.ENOENT, "close_qp=%d: no such QP", n)
 			}
-			c.qp.Disconnect()
+			c.info.Disconnect()
 		default:
 			return uapi.Errorf(uapi.EPROTO, "unknown key %q", p.Key)
 		}

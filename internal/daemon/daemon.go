@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -26,9 +27,18 @@ const (
 	stopTimeout = 5 * time.Second // bound on the graceful disconnects at shutdown
 )
 
+// qpInfo is what the control protocol uses of a QP: an *rnic.QP (tests add synthetic
+// entries).
+type qpInfo interface {
+	State() rnic.QPState
+	Counters() *rnic.Counters
+	Disconnect()
+}
+
 // daemonConn is one QP of the memory target.
 type daemonConn struct {
-	qp        *rnic.QP
+	qpn       uint32
+	info      qpInfo
 	transport string
 	peer      string
 	mulpdu    int           // iWARP: the MULPDU of the FPDUs this side sends
@@ -65,9 +75,10 @@ type Daemon struct {
 
 	mu     sync.Mutex
 	closed bool
-	iwLns  []*listener // iWARP listeners
-	roLn   *listener   // the RoCEv2 listener
-	conns  map[uint32]*daemonConn
+	iwLns  []*listener            // iWARP listeners
+	roLn   *listener              // the RoCEv2 listener
+	conns  map[uint32]*daemonConn // by QP number
+	qpns   []uint32               // the keys of conns in increasing order, for paging
 
 	srv *uapi.Server
 }
@@ -274,22 +285,37 @@ func (d *Daemon) serve(ln *listener) {
 			_ = qp.Destroy()
 			continue
 		}
-		d.track(&daemonConn{qp: qp, transport: tr, peer: peer, mulpdu: mulpdu})
+		d.track(qp, &daemonConn{transport: tr, peer: peer, mulpdu: mulpdu})
+	}
+}
+
+// addConn records c in the QP table; d.mu is held.
+func (d *Daemon) addConn(c *daemonConn) {
+	d.conns[c.qpn] = c
+	if i, ok := slices.BinarySearch(d.qpns, c.qpn); !ok {
+		d.qpns = slices.Insert(d.qpns, i, c.qpn)
+	}
+}
+
+// removeConn forgets QP qpn; d.mu is held.
+func (d *Daemon) removeConn(qpn uint32) {
+	delete(d.conns, qpn)
+	if i, ok := slices.BinarySearch(d.qpns, qpn); ok {
+		d.qpns = slices.Delete(d.qpns, i, i+1)
 	}
 }
 
 // track records a connected QP and watches it: when its connection ends (or the daemon
 // stops) the QP is destroyed and forgotten.
-func (d *Daemon) track(c *daemonConn) {
-	qp := c.qp
-	c.done = make(chan struct{})
+func (d *Daemon) track(qp *rnic.QP, c *daemonConn) {
+	c.qpn, c.info, c.done = qp.Num(), qp, make(chan struct{})
 	d.mu.Lock()
 	if d.closed {
 		d.mu.Unlock()
 		_ = qp.Destroy()
 		return
 	}
-	d.conns[qp.Num()] = c
+	d.addConn(c)
 	d.wg.Add(1)
 	d.mu.Unlock()
 	d.log.Info("qp connected", "qpn", qp.Num(), "transport", c.transport, "peer", c.peer)
@@ -307,7 +333,7 @@ func (d *Daemon) track(c *daemonConn) {
 		}
 		_ = qp.Destroy()
 		d.mu.Lock()
-		delete(d.conns, qp.Num())
+		d.removeConn(qp.Num())
 		d.mu.Unlock()
 		d.log.Info("qp closed", "qpn", qp.Num(), "state", qp.State().String())
 	}()

@@ -196,7 +196,7 @@ type testHandler struct {
 	sets [][]Pair
 }
 
-func (h *testHandler) Get() ([]Pair, error) { return []Pair{{"device", "t"}}, nil }
+func (h *testHandler) Get(Query) ([]Pair, error) { return []Pair{{"device", "t"}}, nil }
 func (h *testHandler) Set(ps []Pair) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()

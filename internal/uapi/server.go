@@ -18,11 +18,12 @@ import (
 // SocketPath is the default control socket of the daemon of device name.
 func SocketPath(name string) string { return "/run/softrnic/" + name + ".sock" }
 
-// Handler serves requests. Get returns the pairs of a get response; Set applies the pairs
-// of a set request (in order; it stops at the first failure). An error that is not an
-// *Error is answered with EIO.
+// Handler serves requests. Get returns the pairs of a get response for the query (see
+// Status; at most q.Max QPs, or the one QP q names, ENOENT when it has none such); Set
+// applies the pairs of a set request (in order; it stops at the first failure). An error
+// that is not an *Error is answered with EIO.
 type Handler interface {
-	Get() ([]Pair, error)
+	Get(q Query) ([]Pair, error)
 	Set(ps []Pair) error
 }
 
@@ -301,7 +302,10 @@ func (s *Server) handle(q Request) Response {
 	var err error
 	var ps []Pair
 	if q.Op == OpGet {
-		ps, err = s.h.Get()
+		var gq Query
+		if gq, err = ParseQuery(q.Pairs); err == nil {
+			ps, err = s.h.Get(gq)
+		}
 	} else {
 		err = s.h.Set(q.Pairs)
 	}
@@ -323,27 +327,46 @@ func (s *Server) handle(q Request) Response {
 	return resp
 }
 
-// Do sends one request to the daemon at path and reads the answer. A response with a
-// non-zero errno is returned along with its *Error.
-func Do(ctx context.Context, path string, q Request) (Response, error) {
-	if !q.Valid() {
-		return Response{}, ErrMalformed
-	}
+// conn is a client connection to a daemon.
+type conn struct {
+	c net.Conn
+	r *bufio.Reader
+	b []byte
+}
+
+// dial connects to the daemon at path; ctx bounds the connection's whole life.
+func dial(ctx context.Context, path string) (*conn, func(), error) {
 	var d net.Dialer
 	c, err := d.DialContext(ctx, "unix", path)
 	if err != nil {
-		return Response{}, err
+		return nil, nil, err
 	}
-	defer c.Close()
 	if dl, ok := ctx.Deadline(); ok {
 		c.SetDeadline(dl)
 	}
 	stop := context.AfterFunc(ctx, func() { c.SetDeadline(time.Unix(1, 0)) })
-	defer stop()
-	if _, err := c.Write(q.Append(nil)); err != nil {
-		return Response{}, err
+	return &conn{c: c, r: bufio.NewReader(c)}, func() { stop(); c.Close() }, nil
+}
+
+// do sends one request and reads its answer; a non-zero errno is returned as an *Error
+// along with the response.
+func (c *conn) do(ctx context.Context, q Request) (Response, error) {
+	if !q.Valid() {
+		return Response{}, ErrMalformed
 	}
-	resp, err := ReadResponse(bufio.NewReader(c))
+	c.b = q.Append(c.b[:0])
+	if _, werr := c.c.Write(c.b); werr != nil {
+		// A server that refuses a client (EBUSY at its client cap) answers and closes
+		// without reading: its answer may still be there to read.
+		if resp, err := ReadResponse(c.r); err == nil && resp.Errno != 0 {
+			return resp, resp.Err()
+		}
+		if ctx.Err() != nil {
+			return Response{}, ctx.Err()
+		}
+		return Response{}, werr
+	}
+	resp, err := ReadResponse(c.r)
 	if err != nil {
 		if ctx.Err() != nil {
 			return Response{}, ctx.Err()
@@ -353,11 +376,65 @@ func Do(ctx context.Context, path string, q Request) (Response, error) {
 	return resp, resp.Err()
 }
 
-// GetStatus sends get=1 and decodes the answer.
+// Do sends one request to the daemon at path and reads the answer. A response with a
+// non-zero errno is returned along with its *Error.
+func Do(ctx context.Context, path string, q Request) (Response, error) {
+	if !q.Valid() {
+		return Response{}, ErrMalformed
+	}
+	c, done, err := dial(ctx, path)
+	if err != nil {
+		return Response{}, err
+	}
+	defer done()
+	return c.do(ctx, q)
+}
+
+// GetStatus reads the whole status of the daemon at path, asking for page after page of
+// QPs on one connection until the last. The device section (counters included) is the
+// last page's, so it is never older than the QPs' counters.
 func GetStatus(ctx context.Context, path string) (Status, error) {
-	resp, err := Do(ctx, path, Request{Op: OpGet})
+	c, done, err := dial(ctx, path)
 	if err != nil {
 		return Status{}, err
 	}
-	return DecodeStatus(resp.Pairs)
+	defer done()
+	var all Status
+	var q Query
+	for {
+		resp, err := c.do(ctx, Request{Op: OpGet, Pairs: q.Pairs()})
+		if err != nil {
+			return Status{}, err
+		}
+		s, err := DecodeStatus(resp.Pairs)
+		if err != nil {
+			return Status{}, err
+		}
+		qps := append(all.QPs, s.QPs...)
+		all, all.QPs = s, qps
+		if !s.QPNextSet {
+			all.QPNext = 0
+			return all, nil
+		}
+		if s.QPNext <= q.From {
+			return Status{}, ErrMalformed // a page must move forward
+		}
+		q.From = s.QPNext
+	}
+}
+
+// GetQP reads the status of QP qpn (an *Error with ENOENT when the daemon has none).
+func GetQP(ctx context.Context, path string, qpn uint32) (QPStatus, error) {
+	resp, err := Do(ctx, path, Request{Op: OpGet, Pairs: Query{One: true, QP: qpn}.Pairs()})
+	if err != nil {
+		return QPStatus{}, err
+	}
+	s, err := DecodeStatus(resp.Pairs)
+	if err != nil {
+		return QPStatus{}, err
+	}
+	if len(s.QPs) != 1 || s.QPs[0].QPN != qpn {
+		return QPStatus{}, ErrMalformed
+	}
+	return s.QPs[0], nil
 }

@@ -1,6 +1,6 @@
 // Package stat is "softrnic stat": it reads a running daemon's counters over its control
-// socket (get=1, see internal/uapi) and prints them as a table or JSON, once or every
-// -watch interval.
+// socket (get=1, page after page of QPs, see internal/uapi) and prints them as a table or
+// JSON, once or every -watch interval.
 package stat
 
 import (
@@ -124,6 +124,10 @@ func printStatus(w io.Writer, s *uapi.Status) error {
 	if s.TargetLen > 0 {
 		fmt.Fprintf(w, "target addr 0x%x rkey 0x%x len %d\n", s.TargetAddr, s.TargetRKey, s.TargetLen)
 	}
+	dc := &s.Daemon
+	fmt.Fprintf(w, "qps %d  control clients %d (refused %d, idle closed %d, accept errors %d)  listen refused %d  rping sessions %d (refused %d, idle closed %d)\n",
+		s.QPCount, dc.CtlClients, dc.CtlRefused, dc.CtlIdleClosed, dc.CtlAcceptErrors, dc.ListenRefused,
+		dc.RpingSessions, dc.RpingRefused, dc.RpingIdleClosed)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "QPN\tTRANSPORT\tSTATE\tPEER\tTX_BYTES\tRX_BYTES\tTX_SEGS\tRX_SEGS\tCRC_ERR\tTERM_TX\tTERM_RX\tRETX\tNAKS\t")
 	row := func(qpn, tr, st, peer string, c *uapi.Counters) {
