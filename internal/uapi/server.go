@@ -341,18 +341,27 @@ func dial(ctx context.Context, path string) (*conn, func(), error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	if dl, ok := ctx.Deadline(); ok {
-		c.SetDeadline(dl)
-	}
 	stop := context.AfterFunc(ctx, func() { c.SetDeadline(time.Unix(1, 0)) })
 	return &conn{c: c, r: bufio.NewReader(c)}, func() { stop(); c.Close() }, nil
 }
+
+// RequestTimeout bounds each request of a client call, on top of its context: a daemon
+// that does not answer one request (one page of a GetStatus) in this time is given up.
+const RequestTimeout = 10 * time.Second
 
 // do sends one request and reads its answer; a non-zero errno is returned as an *Error
 // along with the response.
 func (c *conn) do(ctx context.Context, q Request) (Response, error) {
 	if !q.Valid() {
 		return Response{}, ErrMalformed
+	}
+	dl := time.Now().Add(RequestTimeout)
+	if cdl, ok := ctx.Deadline(); ok && cdl.Before(dl) {
+		dl = cdl
+	}
+	c.c.SetDeadline(dl)
+	if ctx.Err() != nil { // cancelled meanwhile: the AfterFunc's past deadline may be overwritten
+		c.c.SetDeadline(time.Unix(1, 0))
 	}
 	c.b = q.Append(c.b[:0])
 	if _, werr := c.c.Write(c.b); werr != nil {

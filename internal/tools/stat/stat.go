@@ -77,9 +77,7 @@ func Main(args []string) int {
 func Run(ctx context.Context, o Options, w, _ io.Writer) error {
 	w = tool.Output(w)
 	for {
-		qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		s, err := uapi.GetStatus(qctx, o.Sock)
-		cancel()
+		s, err := uapi.GetStatus(ctx, o.Sock) // each request bounded by uapi.RequestTimeout
 		if err != nil {
 			if o.Watch > 0 && ctx.Err() != nil {
 				return nil
