@@ -2,7 +2,6 @@ package daemon
 
 import (
 	"errors"
-	"net"
 	"strconv"
 	"syscall"
 
@@ -58,6 +57,7 @@ func (d *Daemon) counters() uapi.DaemonCounters {
 		st := d.srv.Stats()
 		c.CtlClients, c.CtlAcceptErrors, c.CtlRefused, c.CtlIdleClosed = uint64(st.Clients), st.AcceptErrors, st.Refused, st.IdleClosed
 	}
+	c.ListenRefused = d.listenRefused.Load()
 	return c
 }
 
@@ -70,20 +70,25 @@ func (d *Daemon) Get(q uapi.Query) ([]uapi.Pair, error) {
 	return s.Pairs(), nil
 }
 
-// Set implements uapi.Handler: listen_iwarp=host:port adds an iWARP listener;
-// close_qp=N disconnects QP N gracefully.
+// Set implements uapi.Handler: listen_iwarp=ip:port adds an iWARP listener (an IP
+// literal, EINVAL for a name; EBUSY past MaxListeners); close_qp=N disconnects QP N
+// gracefully.
 func (d *Daemon) Set(ps []uapi.Pair) error {
 	for _, p := range ps {
 		switch p.Key {
 		case "listen_iwarp":
-			if _, _, err := net.SplitHostPort(p.Value); err != nil {
+			if _, err := parseListenAddr(p.Value); err != nil {
 				return uapi.Errorf(uapi.EINVAL, "listen_iwarp=%s: %v", p.Value, err)
 			}
 			if err := d.listenIWARP(p.Value); err != nil {
-				if errors.Is(err, syscall.EADDRINUSE) {
-					return uapi.Errorf(uapi.EADDRINUSE, "listen_iwarp=%s: %v", p.Value, err)
+				errno := uapi.EIO
+				switch {
+				case errors.Is(err, errTooManyListeners):
+					errno = uapi.EBUSY
+				case errors.Is(err, syscall.EADDRINUSE):
+					errno = uapi.EADDRINUSE
 				}
-				return uapi.Errorf(uapi.EIO, "listen_iwarp=%s: %v", p.Value, err)
+				return uapi.Errorf(errno, "listen_iwarp=%s: %v", p.Value, err)
 			}
 			d.log.Info("listening", "transport", transportIWARP, "addr", p.Value)
 		case "close_qp":

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/softrnic/softrnic/internal/tools/perftest"
@@ -81,10 +82,15 @@ type Daemon struct {
 	qpns   []uint32               // the keys of conns in increasing order, for paging
 
 	srv *uapi.Server
+
+	listenRefused atomic.Uint64 // listen_iwarp refused at MaxListeners
 }
 
 // Start opens the device, its transports and services, and the control socket.
 func Start(o Options) (_ *Daemon, err error) {
+	if o.MaxListeners <= 0 {
+		o.MaxListeners = DefaultMaxListeners
+	}
 	d := &Daemon{o: o, log: newLogger(o), conns: make(map[uint32]*daemonConn)}
 	d.ctx, d.cancel = context.WithCancel(context.Background())
 	defer func() {
@@ -163,7 +169,8 @@ func Start(o Options) (_ *Daemon, err error) {
 			return nil, err
 		}
 	}
-	if d.srv, err = uapi.Listen(o.Sock, d, nil); err != nil {
+	if d.srv, err = uapi.Listen(o.Sock, d, &uapi.ServerConfig{
+		MaxClients: o.CtlMaxClients, IdleTimeout: o.CtlIdleTimeout, Logger: d.log}); err != nil {
 		return nil, fmt.Errorf("control socket %s: %w", o.Sock, err)
 	}
 	return d, nil
@@ -228,12 +235,23 @@ func (d *Daemon) logEvents() {
 	}
 }
 
-// listenIWARP adds an iWARP listener and its accept loop.
+// errTooManyListeners refuses a listener over Options.MaxListeners.
+var errTooManyListeners = errors.New("too many iWARP listeners")
+
+// listenIWARP adds an iWARP listener on addr (an IP literal and a port, see
+// parseListenAddr) and its accept loop, if there are fewer than MaxListeners.
 func (d *Daemon) listenIWARP(addr string) error {
+	if _, err := parseListenAddr(addr); err != nil {
+		return err
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.closed {
 		return errors.New("daemon closed")
+	}
+	if len(d.iwLns) >= d.o.MaxListeners {
+		d.listenRefused.Add(1)
+		return fmt.Errorf("%w (%d)", errTooManyListeners, d.o.MaxListeners)
 	}
 	ln, err := listenIWARP(d.dev, addr, d.o.CRC)
 	if err != nil {

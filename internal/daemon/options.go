@@ -6,8 +6,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
+	"net/netip"
 	"os"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/softrnic/softrnic/internal/tools/perftest"
 	"github.com/softrnic/softrnic/internal/tools/tool"
@@ -19,6 +23,8 @@ const (
 	DefaultTargetMiB = 16
 	DefaultCMPort    = 7471 // RDMA-CM port of the RoCEv2 memory target
 	MaxTargetMiB     = 4095 // the advertisement's length is 32 bits
+
+	DefaultMaxListeners = 16 // iWARP listeners of the memory target
 )
 
 // Options are the daemon's settings (flags, or a -config file of the same names).
@@ -37,7 +43,13 @@ type Options struct {
 	Foreground   bool          // -foreground: do not detach (Main only)
 	LogFile      string        // -log: append the log to this file (Main only)
 	LogJSON      bool          // -log-json: log JSON records instead of text (log/slog)
-	LogOut       io.Writer     // where Start logs (nil: os.Stderr)
+
+	// Limits (0: the default).
+	MaxListeners   int           // -max-listeners: iWARP listeners, from -iwarp and listen_iwarp (DefaultMaxListeners)
+	CtlMaxClients  int           // -ctl-max-clients: control connections at once (uapi.DefaultMaxClients)
+	CtlIdleTimeout time.Duration // -ctl-idle-timeout: control connection idle bound (uapi.DefaultIdleTimeout)
+
+	LogOut io.Writer // where Start logs (nil: os.Stderr)
 }
 
 type listFlag []string
@@ -66,6 +78,9 @@ func ParseArgs(args []string, errOut io.Writer) (Options, error) {
 	fs.BoolVar(&o.Foreground, "foreground", false, "stay in the foreground (default: detach once the socket is up)")
 	fs.StringVar(&o.LogFile, "log", "", "append the log to this file (default stderr, which a detached daemon does not have)")
 	fs.BoolVar(&o.LogJSON, "log-json", false, "log JSON records (log/slog) instead of key=value text")
+	fs.IntVar(&o.MaxListeners, "max-listeners", DefaultMaxListeners, "most iWARP listeners (-iwarp and set listen_iwarp together)")
+	fs.IntVar(&o.CtlMaxClients, "ctl-max-clients", uapi.DefaultMaxClients, "most control-socket clients at once (more are answered EBUSY)")
+	fs.DurationVar(&o.CtlIdleTimeout, "ctl-idle-timeout", uapi.DefaultIdleTimeout, "close a control client that takes longer to send a request or take an answer")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -90,6 +105,17 @@ func ParseArgs(args []string, errOut io.Writer) (Options, error) {
 	}
 	if len(o.IWARP) == 0 && o.RoCEv2 == "" {
 		return o, errors.New("no transport: give -iwarp and/or -rocev2")
+	}
+	if o.MaxListeners < 1 || o.CtlMaxClients < 1 || o.CtlIdleTimeout <= 0 {
+		return o, errors.New("-max-listeners, -ctl-max-clients and -ctl-idle-timeout must be positive")
+	}
+	if len(o.IWARP) > o.MaxListeners {
+		return o, fmt.Errorf("%d -iwarp listeners: more than -max-listeners %d", len(o.IWARP), o.MaxListeners)
+	}
+	for _, a := range o.IWARP {
+		if _, err := parseListenAddr(a); err != nil {
+			return o, fmt.Errorf("-iwarp: %w", err)
+		}
 	}
 	switch *verb {
 	case "write":
@@ -131,4 +157,23 @@ func applyConfig(fs *flag.FlagSet, path string, cmdline map[string]bool) error {
 		}
 	}
 	return sc.Err()
+}
+
+// parseListenAddr checks a listen address: an IP literal (or nothing, for every address)
+// and a port, "host:port" — never a name, so the daemon makes no DNS lookup for what a
+// control client asks.
+func parseListenAddr(s string) (string, error) {
+	host, port, err := net.SplitHostPort(s)
+	if err != nil {
+		return "", fmt.Errorf("%q: %w", s, err)
+	}
+	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+		return "", fmt.Errorf("%q: port %q is not a number 0..65535", s, port)
+	}
+	if host != "" {
+		if _, err := netip.ParseAddr(host); err != nil {
+			return "", fmt.Errorf("%q: %q is not an IP address (names are not resolved)", s, host)
+		}
+	}
+	return s, nil
 }
