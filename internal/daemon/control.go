@@ -58,6 +58,10 @@ func (d *Daemon) counters() uapi.DaemonCounters {
 		c.CtlClients, c.CtlAcceptErrors, c.CtlRefused, c.CtlIdleClosed = uint64(st.Clients), st.AcceptErrors, st.Refused, st.IdleClosed
 	}
 	c.ListenRefused = d.listenRefused.Load()
+	if d.rping != nil {
+		st := d.rping.Stats()
+		c.RpingSessions, c.RpingRefused, c.RpingIdleClosed = uint64(st.Sessions), st.Refused, st.IdleClosed
+	}
 	return c
 }
 

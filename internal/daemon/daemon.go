@@ -81,7 +81,8 @@ type Daemon struct {
 	conns  map[uint32]*daemonConn // by QP number
 	qpns   []uint32               // the keys of conns in increasing order, for paging
 
-	srv *uapi.Server
+	srv   *uapi.Server
+	rping *rping.Server // -rping
 
 	listenRefused atomic.Uint64 // listen_iwarp refused at MaxListeners
 }
@@ -90,6 +91,9 @@ type Daemon struct {
 func Start(o Options) (_ *Daemon, err error) {
 	if o.MaxListeners <= 0 {
 		o.MaxListeners = DefaultMaxListeners
+	}
+	if o.RpingMaxSessions <= 0 {
+		o.RpingMaxSessions = rping.DefaultMaxSessions
 	}
 	d := &Daemon{o: o, log: newLogger(o), conns: make(map[uint32]*daemonConn)}
 	d.ctx, d.cancel = context.WithCancel(context.Background())
@@ -152,11 +156,7 @@ func Start(o Options) (_ *Daemon, err error) {
 		go d.serve(ln)
 	}
 	if o.Rping != "" {
-		if err = d.startTool("rping", o.Rping, func(host string, port int) func(context.Context) error {
-			ro := rping.DefaultOptions()
-			ro.Server, ro.Addr, ro.Port = true, host, port
-			return func(ctx context.Context) error { return rping.Run(ctx, ro, nil, nil) }
-		}); err != nil {
+		if err = d.startRping(o.Rping); err != nil {
 			return nil, err
 		}
 	}
@@ -188,19 +188,61 @@ func parseRoCEAddr(s string) (netip.AddrPort, error) {
 	return netip.AddrPortFrom(a.Unmap(), roce.UDPPort), nil
 }
 
-// startTool runs one of the existing tool servers (rping, perftest) in a loop, one client
-// session after the other, on its own device (so its traffic is not in this daemon's
-// counters).
-func (d *Daemon) startTool(name, addr string, mk func(host string, port int) func(context.Context) error) error {
+// splitToolAddr splits the host:port of a tool server flag.
+func splitToolAddr(name, addr string) (string, int, error) {
 	host, ps, err := net.SplitHostPort(addr)
 	if err != nil {
-		return fmt.Errorf("-%s %q: %w", name, addr, err)
+		return "", 0, fmt.Errorf("-%s %q: %w", name, addr, err)
 	}
 	port, err := strconv.ParseUint(ps, 10, 16)
 	if err != nil {
-		return fmt.Errorf("-%s %q: bad port", name, addr)
+		return "", 0, fmt.Errorf("-%s %q: bad port", name, addr)
 	}
-	run := mk(host, int(port))
+	return host, int(port), nil
+}
+
+// startRping runs a persistent rping server (rping -s -P) on its own device (so its
+// traffic is not in this daemon's counters): every client gets its own session at once,
+// up to RpingMaxSessions, each ended after RpingIdleTimeout without a message.
+func (d *Daemon) startRping(addr string) error {
+	host, port, err := splitToolAddr("rping", addr)
+	if err != nil {
+		return err
+	}
+	ro := rping.DefaultOptions()
+	ro.Server, ro.Persistent, ro.Addr, ro.Port = true, true, host, port
+	ro.MaxSessions, ro.IdleTimeout = d.o.RpingMaxSessions, d.o.RpingIdleTimeout
+	ro.SessionEnd = func(peer string, err error) {
+		if err != nil && d.ctx.Err() == nil {
+			d.log.Warn("rping session failed", "peer", peer, "err", err)
+		} else {
+			d.log.Info("rping session ended", "peer", peer)
+		}
+	}
+	srv, err := rping.Listen(ro, nil, nil)
+	if err != nil {
+		return fmt.Errorf("-rping %s: %w", addr, err)
+	}
+	d.rping = srv
+	d.log.Info("listening", "tool", "rping", "addr", srv.Addr().String())
+	d.wg.Add(1)
+	go func() {
+		defer d.wg.Done()
+		if err := srv.Serve(d.ctx); err != nil {
+			d.log.Error("rping server stopped", "err", err)
+		}
+	}()
+	return nil
+}
+
+// startTool runs a tool server (perftest) in a loop, one client session after the other,
+// on its own device (so its traffic is not in this daemon's counters).
+func (d *Daemon) startTool(name, addr string, mk func(host string, port int) func(context.Context) error) error {
+	host, port, err := splitToolAddr(name, addr)
+	if err != nil {
+		return err
+	}
+	run := mk(host, port)
 	d.wg.Add(1)
 	go func() {
 		defer d.wg.Done()
@@ -398,6 +440,9 @@ func (d *Daemon) Close() error {
 		errs = append(errs, d.dev.Close()) // closes Events, ending logEvents
 	}
 	d.wg.Wait()
+	if d.rping != nil {
+		errs = append(errs, d.rping.Close())
+	}
 	if d.mr != nil {
 		errs = append(errs, d.mr.Dereg())
 	}

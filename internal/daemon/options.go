@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/softrnic/softrnic/internal/tools/perftest"
+	"github.com/softrnic/softrnic/internal/tools/rping"
 	"github.com/softrnic/softrnic/internal/tools/tool"
 	"github.com/softrnic/softrnic/internal/uapi"
 )
@@ -24,7 +25,8 @@ const (
 	DefaultCMPort    = 7471 // RDMA-CM port of the RoCEv2 memory target
 	MaxTargetMiB     = 4095 // the advertisement's length is 32 bits
 
-	DefaultMaxListeners = 16 // iWARP listeners of the memory target
+	DefaultMaxListeners     = 16               // iWARP listeners of the memory target
+	DefaultRpingIdleTimeout = 60 * time.Second // rping sessions without a message
 )
 
 // Options are the daemon's settings (flags, or a -config file of the same names).
@@ -45,9 +47,11 @@ type Options struct {
 	LogJSON      bool          // -log-json: log JSON records instead of text (log/slog)
 
 	// Limits (0: the default).
-	MaxListeners   int           // -max-listeners: iWARP listeners, from -iwarp and listen_iwarp (DefaultMaxListeners)
-	CtlMaxClients  int           // -ctl-max-clients: control connections at once (uapi.DefaultMaxClients)
-	CtlIdleTimeout time.Duration // -ctl-idle-timeout: control connection idle bound (uapi.DefaultIdleTimeout)
+	MaxListeners     int           // -max-listeners: iWARP listeners, from -iwarp and listen_iwarp (DefaultMaxListeners)
+	CtlMaxClients    int           // -ctl-max-clients: control connections at once (uapi.DefaultMaxClients)
+	CtlIdleTimeout   time.Duration // -ctl-idle-timeout: control connection idle bound (uapi.DefaultIdleTimeout)
+	RpingMaxSessions int           // -rping-max-sessions: rping sessions at once (rping.DefaultMaxSessions)
+	RpingIdleTimeout time.Duration // -rping-idle-timeout: end an rping session idle this long (0: never)
 
 	LogOut io.Writer // where Start logs (nil: os.Stderr)
 }
@@ -81,6 +85,8 @@ func ParseArgs(args []string, errOut io.Writer) (Options, error) {
 	fs.IntVar(&o.MaxListeners, "max-listeners", DefaultMaxListeners, "most iWARP listeners (-iwarp and set listen_iwarp together)")
 	fs.IntVar(&o.CtlMaxClients, "ctl-max-clients", uapi.DefaultMaxClients, "most control-socket clients at once (more are answered EBUSY)")
 	fs.DurationVar(&o.CtlIdleTimeout, "ctl-idle-timeout", uapi.DefaultIdleTimeout, "close a control client that takes longer to send a request or take an answer")
+	fs.IntVar(&o.RpingMaxSessions, "rping-max-sessions", rping.DefaultMaxSessions, "-rping: most client sessions at once (more are rejected)")
+	fs.DurationVar(&o.RpingIdleTimeout, "rping-idle-timeout", DefaultRpingIdleTimeout, "-rping: end a session whose client sends nothing this long (0: never)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -106,8 +112,11 @@ func ParseArgs(args []string, errOut io.Writer) (Options, error) {
 	if len(o.IWARP) == 0 && o.RoCEv2 == "" {
 		return o, errors.New("no transport: give -iwarp and/or -rocev2")
 	}
-	if o.MaxListeners < 1 || o.CtlMaxClients < 1 || o.CtlIdleTimeout <= 0 {
-		return o, errors.New("-max-listeners, -ctl-max-clients and -ctl-idle-timeout must be positive")
+	if o.MaxListeners < 1 || o.CtlMaxClients < 1 || o.CtlIdleTimeout <= 0 || o.RpingMaxSessions < 1 {
+		return o, errors.New("-max-listeners, -ctl-max-clients, -ctl-idle-timeout and -rping-max-sessions must be positive")
+	}
+	if o.RpingIdleTimeout < 0 {
+		return o, errors.New("-rping-idle-timeout must not be negative")
 	}
 	if len(o.IWARP) > o.MaxListeners {
 		return o, fmt.Errorf("%d -iwarp listeners: more than -max-listeners %d", len(o.IWARP), o.MaxListeners)

@@ -13,7 +13,7 @@ import (
 
 // Usage prints the command line's usage text.
 func Usage(w io.Writer) {
-	fmt.Fprint(w, `usage: softrnic rping -s [-vVd] [-S size] [-C count] [-a addr] [-p port]
+	fmt.Fprint(w, `usage: softrnic rping -s [-vVdP] [-S size] [-C count] [-a addr] [-p port]
        softrnic rping -c [-vVd] [-S size] [-C count] -a addr [-p port]
 	-c		client side
 	-s		server side
@@ -32,6 +32,9 @@ func Usage(w io.Writer) {
 	--roce		RoCEv2 (IB CM over UDP 4791, as rping on rxe) instead of iWARP;
 			the server needs -a (its RoCE address)
 	--local ip	RoCEv2 client: local IP address (default: the route to -a)
+	-P		persistent server: serve every client, concurrently, until interrupted
+	--max-sessions n	-P: at most n sessions at once; more clients are rejected (default 64)
+	--idle d	server: end a session whose client sends nothing for d (default: never)
 `)
 }
 
@@ -68,7 +71,17 @@ func ParseArgs(args []string) (Options, error) {
 					return o, fmt.Errorf("invalid --local %q", v)
 				}
 				o.Local = v
-			case "timeout", "settle":
+			case "max-sessions":
+				v, err := needVal()
+				if err != nil {
+					return o, err
+				}
+				n, err := strconv.Atoi(v)
+				if err != nil || n < 1 {
+					return o, fmt.Errorf("invalid --max-sessions %q", v)
+				}
+				o.MaxSessions = n
+			case "timeout", "settle", "idle":
 				v, err := needVal()
 				if err != nil {
 					return o, err
@@ -77,9 +90,12 @@ func ParseArgs(args []string) (Options, error) {
 				if err != nil {
 					return o, err
 				}
-				if name == "settle" {
+				switch name {
+				case "settle":
 					o.Settle = d
-				} else {
+				case "idle":
+					o.IdleTimeout = d
+				default:
 					o.Timeout = d
 				}
 			case "fault":
@@ -106,6 +122,8 @@ func ParseArgs(args []string) (Options, error) {
 			switch c {
 			case 's':
 				o.Server = true
+			case 'P':
+				o.Persistent = true
 			case 'c':
 				client = true
 			case 'v':
@@ -182,6 +200,10 @@ func (o *Options) check() error {
 		return errors.New("--crc is an MPA option; RoCEv2 always has the ICRC")
 	case o.RoCE && o.Fault != "":
 		return errors.New("--fault is for iWARP only")
+	case (o.Persistent || o.MaxSessions != 0 || o.IdleTimeout != 0) && !o.Server:
+		return errors.New("-P, --max-sessions and --idle are server options")
+	case o.MaxSessions < 0 || o.IdleTimeout < 0:
+		return errors.New("--max-sessions and --idle must not be negative")
 	case o.Fault == FaultSinkOOB && o.Server,
 		(o.Fault == FaultWriteBadSTag || o.Fault == FaultReadBadSTag) && !o.Server:
 		return fmt.Errorf("--fault %s does not apply to this role", o.Fault)

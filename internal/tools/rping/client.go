@@ -65,7 +65,7 @@ func runClient(ctx context.Context, o Options, out output) error {
 			fmt.Fprintf(out.stdout, "ping data: %s\n", cstr(s.rdma))
 		}
 	}
-	s.disconnect()
+	s.disconnect(10 * time.Second)
 	return nil
 }
 
@@ -85,11 +85,14 @@ func (s *session) clientErr(where string, err error) error {
 	return fmt.Errorf("%s: %w", where, err)
 }
 
-// disconnect closes the connection gracefully (rdma_disconnect) and waits for the flush.
-func (s *session) disconnect() {
+// disconnect closes the connection gracefully (rdma_disconnect) and waits for the flush,
+// at most wait.
+func (s *session) disconnect(wait time.Duration) {
 	s.qp.Disconnect()
+	t := time.NewTimer(wait)
+	defer t.Stop()
 	select {
 	case <-s.conn.done():
-	case <-time.After(10 * time.Second):
+	case <-t.C:
 	}
 }

@@ -31,6 +31,9 @@ const (
 	cqDepth    = 2 * sendDepth
 	goAheadLen = infoLen
 
+	// DefaultMaxSessions bounds a persistent server's concurrent sessions.
+	DefaultMaxSessions = 64
+
 	// DefaultSettle is the engine's delay of a client's first FPDU after connecting, a
 	// workaround for Linux siw's responder race (iwarp.Config.Settle).
 	DefaultSettle = iwarp.DefaultSettle
@@ -65,6 +68,14 @@ type Options struct {
 	RoCE    bool          // --roce: RoCEv2 with the IB CM instead of iWARP
 	Local   string        // --local: client's local IP address for RoCEv2
 
+	// Server only.
+	Persistent  bool          // -P: serve every client, concurrently, until the context ends
+	MaxSessions int           // --max-sessions: -P: sessions at once (0: DefaultMaxSessions); more clients are rejected
+	IdleTimeout time.Duration // --idle: end a session whose client sends nothing for this long (0: never)
+	// SessionEnd, if set, is called as each session of a persistent server ends, with the
+	// client's address and the session's error (nil when the client disconnected).
+	SessionEnd func(peer string, err error)
+
 	// Listening, if set, is called once the server listens, with its address (a
 	// *net.TCPAddr, or a *net.UDPAddr with the RDMA-CM port for RoCEv2).
 	Listening func(net.Addr)
@@ -80,8 +91,9 @@ func DefaultOptions() Options {
 // Main is the "softrnic rping" command.
 func Main(args []string) int { return tool.Main("rping", args, ParseArgs, Usage, Run) }
 
-// Run runs one server connection or one client session; stdout gets what rping prints
-// (ping data, debug lines), stderr its DISCONNECT events.
+// Run runs a server (one connection, or with Persistent every client's until ctx ends)
+// or one client session; stdout gets what rping prints (ping data, debug lines), stderr
+// its DISCONNECT events.
 func Run(ctx context.Context, o Options, stdout, stderr io.Writer) error {
 	if o.Size == 0 {
 		o.Size = DefaultSize
@@ -97,8 +109,8 @@ func Run(ctx context.Context, o Options, stdout, stderr io.Writer) error {
 		if err != nil {
 			return err
 		}
-		defer srv.close()
-		return srv.serveOne(ctx)
+		defer srv.Close()
+		return srv.Serve(ctx)
 	}
 	return runClient(ctx, o, out)
 }

@@ -41,6 +41,7 @@ type session struct {
 	sendMR *rnic.MR
 	rdmaMR *rnic.MR
 	startM *rnic.MR
+	idle   *time.Timer // server: ends the session when the client is idle (Options.IdleTimeout)
 	wc     [8]rnic.Completion
 
 	// Work requests reused for every post (the engine copies them), so a ping allocates
