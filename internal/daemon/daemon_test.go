@@ -54,6 +54,25 @@ func TestParseDaemonArgs(t *testing.T) {
 	if o.Name != "conf0" || o.Sock != "/run/softrnic/conf0.sock" || len(o.IWARP) != 2 || o.TargetMiB != 7 || !o.Foreground {
 		t.Fatalf("config: %+v", o)
 	}
+	// A flag that works through a transport names the one it lacks.
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-rping", "127.0.0.1:7174"}, "-rping runs an iWARP rping server: it needs -iwarp"},
+		{[]string{"-rocev2", "127.0.0.1", "-perftest", "127.0.0.1:1"}, "-perftest runs an iWARP perftest server: it needs -iwarp"},
+		{[]string{"-rocev2", "127.0.0.1", "-crc"}, "-crc is an iWARP (MPA) option: it needs -iwarp"},
+		{[]string{"-iwarp", "127.0.0.1:1", "-rocev2-cm-port", "7000"}, "-rocev2-cm-port is the RoCEv2 listener's RDMA-CM port: it needs -rocev2"},
+		{[]string{"-target-mib", "1"}, "no transport: give -iwarp and/or -rocev2"},
+	} {
+		if _, err := ParseArgs(c.args, &bytes.Buffer{}); err == nil || !strings.HasPrefix(err.Error(), c.want) {
+			t.Errorf("%q: %v, want %q", c.args, err, c.want)
+		}
+	}
+	os.WriteFile(cfg, []byte("iwarp=127.0.0.1:1\nrping=127.0.0.1:2\n"), 0o600)
+	if _, err := ParseArgs([]string{"-config", cfg}, &bytes.Buffer{}); err != nil {
+		t.Errorf("rping and iwarp from a config file: %v", err)
+	}
 	os.WriteFile(cfg, []byte("bogus=1\n"), 0o600)
 	for _, bad := range [][]string{
 		{}, {"-iwarp", "x:1", "stray"}, {"-iwarp", "x:1", "-target-mib", "4096"}, {"-iwarp", "x:1", "-rocev2-cm-port", "0"},

@@ -109,8 +109,10 @@ func ParseArgs(args []string, errOut io.Writer) (Options, error) {
 	if o.CMPort <= 0 || o.CMPort > 65535 || o.PeerPort < -1 || o.PeerPort > 65535 {
 		return o, errors.New("port out of range")
 	}
-	if len(o.IWARP) == 0 && o.RoCEv2 == "" {
-		return o, errors.New("no transport: give -iwarp and/or -rocev2")
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	if err := needTransports(o, given); err != nil {
+		return o, err
 	}
 	if o.MaxListeners < 1 || o.CtlMaxClients < 1 || o.CtlIdleTimeout <= 0 || o.RpingMaxSessions < 1 {
 		return o, errors.New("-max-listeners, -ctl-max-clients, -ctl-idle-timeout and -rping-max-sessions must be positive")
@@ -185,4 +187,37 @@ func parseListenAddr(s string) (string, error) {
 		}
 	}
 	return s, nil
+}
+
+// needTransports checks that every flag that works through a transport has it, naming the
+// one that is missing; with no transport at all it asks for one.
+func needTransports(o Options, given map[string]bool) error {
+	for _, f := range []struct {
+		flag, what string
+		iwarp      bool // needs -iwarp, else -rocev2
+	}{
+		{"rping", "runs an iWARP rping server", true},
+		{"perftest", "runs an iWARP perftest server", true},
+		{"perftest-verb", "sets the iWARP perftest server's test", true},
+		{"crc", "is an iWARP (MPA) option", true},
+		{"max-listeners", "bounds the iWARP listeners", true},
+		{"rping-max-sessions", "bounds the iWARP rping server", true},
+		{"rping-idle-timeout", "bounds the iWARP rping server", true},
+		{"rocev2-cm-port", "is the RoCEv2 listener's RDMA-CM port", false},
+		{"rocev2-peer-port", "is a RoCEv2 option", false},
+	} {
+		if !given[f.flag] {
+			continue
+		}
+		switch {
+		case f.iwarp && len(o.IWARP) == 0:
+			return fmt.Errorf("-%s %s: it needs -iwarp host:port", f.flag, f.what)
+		case !f.iwarp && o.RoCEv2 == "":
+			return fmt.Errorf("-%s %s: it needs -rocev2 ip[:port]", f.flag, f.what)
+		}
+	}
+	if len(o.IWARP) == 0 && o.RoCEv2 == "" {
+		return errors.New("no transport: give -iwarp and/or -rocev2")
+	}
+	return nil
 }
