@@ -1,41 +1,41 @@
-// Command softrnic is the softrnic daemon and its tools.
-//
-// Each subcommand lives in its own file and registers itself with register in an init
-// function, so tools can be added without touching this file.
+// Command softrnic is the softrnic daemon and its tools. This file is only the command
+// table: each command is a package under internal/ (internal/daemon, internal/tools/...)
+// with typed options, its own argument parsing and a Main entry.
 package main
 
 import (
 	"fmt"
 	"os"
-	"sort"
+
+	"github.com/softrnic/softrnic/internal/daemon"
+	"github.com/softrnic/softrnic/internal/tools/demo"
+	"github.com/softrnic/softrnic/internal/tools/perftest"
+	"github.com/softrnic/softrnic/internal/tools/pingpong"
+	"github.com/softrnic/softrnic/internal/tools/rping"
+	"github.com/softrnic/softrnic/internal/tools/stat"
 )
 
 // command is one subcommand of softrnic.
 type command struct {
-	name  string
-	usage string                  // one-line summary shown by "softrnic help"
-	run   func(args []string) int // returns the process exit code
+	name    string
+	summary string                  // one line shown by "softrnic help"
+	main    func(args []string) int // returns the process exit code
 }
 
-var commands = map[string]command{}
-
-// register adds a subcommand; it is called from init functions.
-func register(c command) {
-	if _, dup := commands[c.name]; dup {
-		panic("softrnic: duplicate command " + c.name)
-	}
-	commands[c.name] = c
+// commands, in the order "softrnic help" lists them.
+var commands = []command{
+	{"daemon", daemon.Summary, daemon.Main},
+	{"demo", demo.Summary, demo.Main},
+	{"perftest", perftest.Summary, perftest.Main},
+	{"pingpong", pingpong.Summary, pingpong.Main},
+	{"rping", rping.Summary, rping.Main},
+	{"stat", stat.Summary, stat.Main},
 }
 
 func usage() {
 	fmt.Fprintln(os.Stderr, "usage: softrnic <command> [flags]\n\ncommands:")
-	names := make([]string, 0, len(commands))
-	for n := range commands {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
-		fmt.Fprintf(os.Stderr, "  %-10s %s\n", n, commands[n].usage)
+	for _, c := range commands {
+		fmt.Fprintf(os.Stderr, "  %-10s %s\n", c.name, c.summary)
 	}
 }
 
@@ -47,11 +47,12 @@ func main() {
 		}
 		return
 	}
-	c, ok := commands[os.Args[1]]
-	if !ok {
-		fmt.Fprintf(os.Stderr, "softrnic: unknown command %q\n", os.Args[1])
-		usage()
-		os.Exit(2)
+	for _, c := range commands {
+		if c.name == os.Args[1] {
+			os.Exit(c.main(os.Args[2:]))
+		}
 	}
-	os.Exit(c.run(os.Args[2:]))
+	fmt.Fprintf(os.Stderr, "softrnic: unknown command %q\n", os.Args[1])
+	usage()
+	os.Exit(2)
 }

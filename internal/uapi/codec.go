@@ -1,13 +1,17 @@
 // Package uapi is the line-based control protocol of the softrnic daemon, spoken over a
 // unix socket (mode 0600) in the manner of wireguard-go's configuration protocol.
 //
-// A request is an operation line, then for "set" any number of key=value lines, then an
-// empty line:
+// A request is an operation line, then any number of key=value lines, then an empty
+// line:
 //
-//	get=1          set=1
-//	               listen_iwarp=127.0.0.1:4000
-//	               close_qp=3
-//	(empty line)   (empty line)
+//	get=1          get=1          set=1
+//	               qp_from=300    listen_iwarp=127.0.0.1:4000
+//	               qp_max=256     close_qp=3
+//	(empty line)   (empty line)   (empty line)
+//
+// A get request's pairs are a [Query]: "qp_from" and "qp_max" ask for a page of QPs (a
+// get answers at most [MaxPageQPs] QPs and says where the next page starts, so a device
+// with any number of QPs can be read), "qp" for one QP. Other keys in a get are malformed.
 //
 // A response is any number of key=value lines, then "errno=N" and an empty line. N is 0 on
 // success; otherwise an "error=message" line precedes the errno line. Several requests may
@@ -23,6 +27,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 )
 
@@ -37,6 +42,7 @@ const (
 const (
 	ENOENT     = 2  // no such object (e.g. close_qp of an unknown QP)
 	EIO        = 5  // an operation failed (e.g. a listen error)
+	EBUSY      = 16 // a limit is reached (too many control clients or listeners)
 	EINVAL     = 22 // an invalid value
 	EPROTO     = 71 // a malformed request or an unknown operation or key
 	EADDRINUSE = 98 // listen address already in use
@@ -63,7 +69,8 @@ const (
 	OpSet Op = "set"
 )
 
-// Request is one control request. Get requests have no pairs.
+// Request is one control request. A get request's pairs are its Query (none: the first
+// page).
 type Request struct {
 	Op    Op
 	Pairs []Pair
@@ -169,7 +176,7 @@ func validPairs(ps []Pair) bool {
 func (q *Request) Valid() bool {
 	switch q.Op {
 	case OpGet:
-		return len(q.Pairs) == 0
+		return validPairs(q.Pairs) && queryPairs(q.Pairs)
 	case OpSet:
 		return validPairs(q.Pairs)
 	}
@@ -314,7 +321,7 @@ func ReadRequest(r *bufio.Reader) (Request, error) {
 	if err != nil {
 		return Request{}, err
 	}
-	if q.Op == OpGet && len(q.Pairs) != 0 {
+	if q.Op == OpGet && !queryPairs(q.Pairs) {
 		return Request{}, ErrMalformed
 	}
 	return q, nil
@@ -360,4 +367,116 @@ func ReadResponse(r *bufio.Reader) (Response, error) {
 	}
 	resp.Pairs = ps
 	return resp, nil
+}
+
+// MaxPageQPs is the most QPs one get answer holds: 256 QP sections of 13 lines fit the
+// MaxPairs lines of a message with room for the device section.
+const MaxPageQPs = 256
+
+// Query selects what a get answers besides the device section: one QP (One, QP), or a
+// page of at most Max QPs (0 or more than MaxPageQPs: MaxPageQPs) numbered From or
+// higher, in increasing order.
+type Query struct {
+	One  bool
+	QP   uint32
+	From uint32
+	Max  int
+}
+
+// Query keys of a get request.
+const (
+	keyQP     = "qp"
+	keyQPFrom = "qp_from"
+	keyQPMax  = "qp_max"
+)
+
+// queryPairs reports whether ps holds only query keys, each at most once.
+func queryPairs(ps []Pair) bool {
+	var seen [3]bool
+	for _, p := range ps {
+		i := 0
+		switch p.Key {
+		case keyQP:
+		case keyQPFrom:
+			i = 1
+		case keyQPMax:
+			i = 2
+		default:
+			return false
+		}
+		if seen[i] {
+			return false
+		}
+		seen[i] = true
+	}
+	return true
+}
+
+// Pairs encodes the query as get request pairs.
+func (q Query) Pairs() []Pair {
+	if q.One {
+		return []Pair{{keyQP, strconv.FormatUint(uint64(q.QP), 10)}}
+	}
+	var ps []Pair
+	if q.From != 0 {
+		ps = append(ps, Pair{keyQPFrom, strconv.FormatUint(uint64(q.From), 10)})
+	}
+	if q.Max != 0 {
+		ps = append(ps, Pair{keyQPMax, strconv.Itoa(q.Max)})
+	}
+	return ps
+}
+
+// ParseQuery decodes a get request's pairs (EINVAL for a number that does not parse, or
+// "qp" with "qp_from" or "qp_max"); a page's Max is clamped to 1..MaxPageQPs.
+func ParseQuery(ps []Pair) (Query, error) {
+	var q Query
+	paged := false
+	for _, p := range ps {
+		n, err := strconv.ParseUint(p.Value, 10, 32)
+		if err != nil {
+			return Query{}, Errorf(EINVAL, "%s=%s: not a number", p.Key, p.Value)
+		}
+		switch p.Key {
+		case keyQP:
+			q.One, q.QP = true, uint32(n)
+		case keyQPFrom:
+			q.From, paged = uint32(n), true
+		case keyQPMax:
+			q.Max, paged = int(n), true
+		default:
+			return Query{}, Errorf(EPROTO, "unknown get key %q", p.Key)
+		}
+	}
+	if q.One && paged {
+		return Query{}, Errorf(EINVAL, "qp= asks for one QP; qp_from and qp_max are for pages")
+	}
+	if !q.One && (q.Max <= 0 || q.Max > MaxPageQPs) {
+		q.Max = MaxPageQPs
+	}
+	return q, nil
+}
+
+// Select returns the QP numbers of sorted (in increasing order) that the query asks for:
+// the one it names if present, or the page of at most Max from From on; more reports
+// that QPs follow the page, next being the qp_from of the next page.
+func (q Query) Select(sorted []uint32) (sel []uint32, next uint32, more bool) {
+	if q.One {
+		i, ok := slices.BinarySearch(sorted, q.QP)
+		if !ok {
+			return nil, 0, false
+		}
+		return sorted[i : i+1], 0, false
+	}
+	max := q.Max
+	if max <= 0 || max > MaxPageQPs {
+		max = MaxPageQPs
+	}
+	i, _ := slices.BinarySearch(sorted, q.From)
+	j := min(i+max, len(sorted))
+	sel = sorted[i:j]
+	if j < len(sorted) {
+		return sel, sorted[j], true
+	}
+	return sel, 0, false
 }

@@ -196,7 +196,7 @@ type testHandler struct {
 	sets [][]Pair
 }
 
-func (h *testHandler) Get() ([]Pair, error) { return []Pair{{"device", "t"}}, nil }
+func (h *testHandler) Get(Query) ([]Pair, error) { return []Pair{{"device", "t"}}, nil }
 func (h *testHandler) Set(ps []Pair) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -225,7 +225,7 @@ func sockPath(t *testing.T) string {
 func TestServer(t *testing.T) {
 	path := sockPath(t)
 	h := &testHandler{}
-	srv, err := Listen(path, h)
+	srv, err := Listen(path, h, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -233,7 +233,7 @@ func TestServer(t *testing.T) {
 	if err != nil || fi.Mode().Perm() != 0o600 {
 		t.Fatalf("socket mode: %v %v", fi, err)
 	}
-	if _, err := Listen(path, h); !errors.Is(err, ErrInUse) {
+	if _, err := Listen(path, h, nil); !errors.Is(err, ErrInUse) {
 		t.Fatalf("second listener: %v", err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -296,23 +296,23 @@ func TestServer(t *testing.T) {
 
 func TestListenStaleSocket(t *testing.T) {
 	path := sockPath(t)
-	srv, err := Listen(path, &testHandler{})
+	srv, err := Listen(path, &testHandler{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv.ln.SetUnlinkOnClose(false) // simulate a crashed daemon
+	srv.ln.(*net.UnixListener).SetUnlinkOnClose(false) // simulate a crashed daemon
 	srv.Close()
 	if _, err := os.Lstat(path); err != nil {
 		t.Fatal("stale socket missing:", err)
 	}
-	srv, err = Listen(path, &testHandler{})
+	srv, err = Listen(path, &testHandler{}, nil)
 	if err != nil {
 		t.Fatal("stale socket not replaced:", err)
 	}
 	srv.Close()
 	// A regular file is never removed.
 	os.WriteFile(path, []byte("x"), 0o600)
-	if _, err := Listen(path, &testHandler{}); err == nil {
+	if _, err := Listen(path, &testHandler{}, nil); err == nil {
 		t.Fatal("regular file replaced")
 	}
 }

@@ -27,6 +27,28 @@ func (c *Counters) field(i int) *uint64 {
 		&c.TermSent, &c.TermRecv, &c.Retransmits, &c.NAKs}[i]
 }
 
+// DaemonCounters are the daemon's own counters: how often each of its bounds and
+// timeouts acted (see the README's limits table).
+type DaemonCounters struct {
+	CtlClients      uint64 `json:"ctl_clients"`       // control connections open now
+	CtlAcceptErrors uint64 `json:"ctl_accept_errors"` // failed accepts on the control socket (EMFILE…), retried
+	CtlRefused      uint64 `json:"ctl_refused"`       // control connections refused at the cap
+	CtlIdleClosed   uint64 `json:"ctl_idle_closed"`   // control connections closed after the idle timeout
+	ListenRefused   uint64 `json:"listen_refused"`    // listen_iwarp refused at the listener cap
+	RpingSessions   uint64 `json:"rping_sessions"`    // rping server sessions open now
+	RpingRefused    uint64 `json:"rping_refused"`     // rping clients refused at the session cap
+	RpingIdleClosed uint64 `json:"rping_idle_closed"` // rping sessions closed after the idle timeout
+}
+
+// daemonKeys are the keys of DaemonCounters' fields, in order.
+var daemonKeys = [...]string{"ctl_clients", "ctl_accept_errors", "ctl_refused", "ctl_idle_closed", "listen_refused",
+	"rping_sessions", "rping_refused", "rping_idle_closed"}
+
+func (c *DaemonCounters) field(i int) *uint64 {
+	return [...]*uint64{&c.CtlClients, &c.CtlAcceptErrors, &c.CtlRefused, &c.CtlIdleClosed, &c.ListenRefused,
+		&c.RpingSessions, &c.RpingRefused, &c.RpingIdleClosed}[i]
+}
+
 // QPStatus is one QP in a get response.
 type QPStatus struct {
 	QPN       uint32   `json:"qpn"`
@@ -40,20 +62,29 @@ type QPStatus struct {
 //
 // Its lines are, in order: the device keys ("device", then "listen_iwarp" and
 // "listen_rocev2" once per listener (the RoCEv2 link's UDP address), "rocev2_cm_port" (the
-// RDMA-CM port of the RoCEv2 listener), "target_addr", "target_rkey", "target_len", then the
-// device counters), then for each QP a section that starts with "qp=N" and holds that QP's
-// "transport", "state", "peer" and counters. Unknown keys are ignored, so the daemon can add
-// some without breaking older readers.
+// RDMA-CM port of the RoCEv2 listener), "target_addr", "target_rkey", "target_len", the
+// device counters, the daemon counters, "qp_count" (the QPs the device has) and, when the
+// answer is a page that does not reach the last QP, "qp_next" (the QP number to ask for
+// next with qp_from)), then for each QP of the page a section that starts with "qp=N" and
+// holds that QP's "transport", "state", "peer" and counters. Unknown keys are ignored, so
+// the daemon can add some without breaking older readers.
 type Status struct {
-	Device       string     `json:"device"`
-	ListenIWARP  []string   `json:"listen_iwarp"`
-	ListenRoCEv2 []string   `json:"listen_rocev2"`
-	RoCEv2CMPort uint16     `json:"rocev2_cm_port"`
-	TargetAddr   uint64     `json:"target_addr"`
-	TargetRKey   uint32     `json:"target_rkey"`
-	TargetLen    uint64     `json:"target_len"`
-	Counters     Counters   `json:"counters"`
-	QPs          []QPStatus `json:"qps"`
+	Device       string         `json:"device"`
+	ListenIWARP  []string       `json:"listen_iwarp"`
+	ListenRoCEv2 []string       `json:"listen_rocev2"`
+	RoCEv2CMPort uint16         `json:"rocev2_cm_port"`
+	TargetAddr   uint64         `json:"target_addr"`
+	TargetRKey   uint32         `json:"target_rkey"`
+	TargetLen    uint64         `json:"target_len"`
+	Counters     Counters       `json:"counters"`
+	Daemon       DaemonCounters `json:"daemon"`
+	QPCount      uint64         `json:"qp_count"`
+	QPs          []QPStatus     `json:"qps"`
+
+	// QPNext is set in a page that does not reach the last QP: the qp_from of the next
+	// page (a page ends before it).
+	QPNext    uint32 `json:"-"`
+	QPNextSet bool   `json:"-"`
 }
 
 func appendCounters(ps []Pair, c *Counters) []Pair {
@@ -78,6 +109,13 @@ func (s *Status) Pairs() []Pair {
 		Pair{"target_rkey", strconv.FormatUint(uint64(s.TargetRKey), 10)},
 		Pair{"target_len", strconv.FormatUint(s.TargetLen, 10)})
 	ps = appendCounters(ps, &s.Counters)
+	for i, k := range daemonKeys {
+		ps = append(ps, Pair{k, strconv.FormatUint(*s.Daemon.field(i), 10)})
+	}
+	ps = append(ps, Pair{"qp_count", strconv.FormatUint(s.QPCount, 10)})
+	if s.QPNextSet {
+		ps = append(ps, Pair{"qp_next", strconv.FormatUint(uint64(s.QPNext), 10)})
+	}
 	for i := range s.QPs {
 		q := &s.QPs[i]
 		ps = append(ps, Pair{"qp", strconv.FormatUint(uint64(q.QPN), 10)},
@@ -131,8 +169,13 @@ func DecodeStatus(ps []Pair) (Status, error) {
 				q.State = p.Value
 			case "peer":
 				q.Peer = p.Value
-			case "device", "listen_iwarp", "listen_rocev2", "rocev2_cm_port", "target_addr", "target_rkey", "target_len":
+			case "device", "listen_iwarp", "listen_rocev2", "rocev2_cm_port", "target_addr", "target_rkey", "target_len",
+				"qp_count", "qp_next":
 				return Status{}, ErrMalformed
+			default:
+				if daemonIndex(p.Key) >= 0 {
+					return Status{}, ErrMalformed
+				}
 			}
 			continue
 		}
@@ -169,8 +212,28 @@ func DecodeStatus(ps []Pair) (Status, error) {
 				return Status{}, err
 			}
 			s.TargetRKey = uint32(n)
+		case "qp_count":
+			n, err := num(p.Value, 64)
+			if err != nil {
+				return Status{}, err
+			}
+			s.QPCount = n
+		case "qp_next":
+			n, err := num(p.Value, 32)
+			if err != nil {
+				return Status{}, err
+			}
+			s.QPNext, s.QPNextSet = uint32(n), true
 		case "transport", "state", "peer":
 			return Status{}, ErrMalformed
+		default:
+			if i := daemonIndex(p.Key); i >= 0 {
+				n, err := num(p.Value, 64)
+				if err != nil {
+					return Status{}, err
+				}
+				*s.Daemon.field(i) = n
+			}
 		}
 	}
 	return s, nil
@@ -178,6 +241,15 @@ func DecodeStatus(ps []Pair) (Status, error) {
 
 func counterIndex(k string) int {
 	for i, c := range counterKeys {
+		if c == k {
+			return i
+		}
+	}
+	return -1
+}
+
+func daemonIndex(k string) int {
+	for i, c := range daemonKeys {
 		if c == k {
 			return i
 		}

@@ -4,7 +4,6 @@ package e2e
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -108,7 +107,7 @@ func TestEchoService(t *testing.T) {
 		defer close(serverDone)
 		wc := make([]rnic.Completion, 16)
 		slot := map[uint32]int{}
-		dest := map[uint32][2]uint64{}
+		dest := map[uint32]rnic.RemoteBuffer{}
 		for {
 			n, err := srv.cq.Wait(ctx, wc)
 			if err != nil {
@@ -130,17 +129,21 @@ func TestEchoService(t *testing.T) {
 				switch c.Opcode {
 				case rnic.WCRecv:
 					m := msgs[16*c.WRID : 16*c.WRID+16]
-					stag, addr := binary.BigEndian.Uint32(m), binary.BigEndian.Uint64(m[4:])
+					rb, err := rnic.ParseRemoteBuffer(m)
+					if err != nil {
+						t.Error(err)
+						continue
+					}
 					_ = srq.PostRecv(&rnic.RecvWR{WRID: c.WRID, SGL: []rnic.SGE{msgMR.SGE(16*int(c.WRID), 16)}})
-					dest[c.QPNum] = [2]uint64{uint64(stag), addr}
-					_ = qp.PostSend(&rnic.SendWR{WRID: uint64(s), Opcode: rnic.OpRead, Flags: rnic.Signaled, SGL: []rnic.SGE{buf}, RemoteAddr: addr, RKey: stag})
+					dest[c.QPNum] = rb
+					_ = qp.PostSend(&rnic.SendWR{WRID: uint64(s), Opcode: rnic.OpRead, Flags: rnic.Signaled, SGL: []rnic.SGE{buf}, RemoteAddr: rb.Addr, RKey: rb.RKey})
 				case rnic.WCRead:
 					b := work[s*size : (s+1)*size]
 					for i := range b {
 						b[i] ^= 0xff
 					}
 					d := dest[c.QPNum]
-					_ = qp.PostSend(&rnic.SendWR{Opcode: rnic.OpWrite, SGL: []rnic.SGE{buf}, RemoteAddr: d[1] + size, RKey: uint32(d[0])})
+					_ = qp.PostSend(&rnic.SendWR{Opcode: rnic.OpWrite, SGL: []rnic.SGE{buf}, RemoteAddr: d.Addr + size, RKey: d.RKey})
 					_ = qp.PostSend(&rnic.SendWR{Opcode: rnic.OpSend, SGL: []rnic.SGE{replyMR.SGE(0, 4)}})
 				}
 			}
@@ -160,10 +163,8 @@ func TestEchoService(t *testing.T) {
 				mem[j] = byte(j*7 + i)
 			}
 			mr, _ := c.pd.RegMR(mem, rnic.AccessLocalWrite|rnic.AccessRemoteRead|rnic.AccessRemoteWrite)
-			var m [16]byte
-			binary.BigEndian.PutUint32(m[:], mr.RKey())
-			binary.BigEndian.PutUint64(m[4:], mr.Addr())
-			mm, _ := c.pd.RegMR(m[:], 0)
+			m := mr.RemoteBuffer(0, len(mem)).Append(nil)
+			mm, _ := c.pd.RegMR(m, 0)
 			rb := make([]byte, 4)
 			rbm, _ := c.pd.RegMR(rb, rnic.AccessLocalWrite)
 			_ = qp.PostRecv(&rnic.RecvWR{WRID: 9, SGL: []rnic.SGE{rbm.SGE(0, 4)}})

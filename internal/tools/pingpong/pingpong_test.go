@@ -1,4 +1,4 @@
-package main
+package pingpong
 
 import (
 	"bytes"
@@ -13,19 +13,19 @@ import (
 )
 
 func TestParsePingpongArgs(t *testing.T) {
-	o, err := parsePingpongArgs([]string{"-p", "1234", "-d", "rxe0", "-g", "1", "-s", "64", "-n", "5", "-m", "4096", "host"}, io.Discard)
+	o, err := ParseArgs([]string{"-p", "1234", "-d", "rxe0", "-g", "1", "-s", "64", "-n", "5", "-m", "4096", "host"}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o.port != 1234 || o.dev != "rxe0" || o.gidx != 1 || o.size != 64 || o.iters != 5 || o.mtu != 4096 || o.server != "host" {
+	if o.Port != 1234 || o.Dev != "rxe0" || o.GIDIdx != 1 || o.Size != 64 || o.Iters != 5 || o.MTU != 4096 || o.Peer != "host" {
 		t.Fatalf("%+v", o)
 	}
-	o, err = parsePingpongArgs(nil, io.Discard)
-	if err != nil || o.server != "" || o.port != 18515 || o.size != 4096 || o.iters != 1000 || o.mtu != 1024 || o.rxDepth != 500 || o.gidx != -1 {
+	o, err = ParseArgs(nil, io.Discard)
+	if err != nil || o.Peer != "" || o.Port != 18515 || o.Size != 4096 || o.Iters != 1000 || o.MTU != 1024 || o.RxDepth != 500 || o.GIDIdx != -1 {
 		t.Fatalf("defaults %+v %v", o, err)
 	}
 	for _, bad := range [][]string{{"-m", "1000"}, {"a", "b"}, {"-n", "0"}} {
-		if _, err := parsePingpongArgs(bad, io.Discard); err == nil {
+		if _, err := ParseArgs(bad, io.Discard); err == nil {
 			t.Errorf("%v accepted", bad)
 		}
 	}
@@ -59,11 +59,11 @@ func TestPingpongLoopback(t *testing.T) {
 		t.Run(strconv.Itoa(size), func(t *testing.T) {
 			tcp, udp := freePort(t, "tcp"), freePort(t, "udp")
 			base := []string{"-p", strconv.Itoa(tcp), "-u", strconv.Itoa(udp), "-g", "1", "-s", strconv.Itoa(size), "-n", "200", "-m", "1024"}
-			so, err := parsePingpongArgs(append(append([]string{}, base...), "-a", "127.0.0.1"), io.Discard)
+			so, err := ParseArgs(append(append([]string{}, base...), "-a", "127.0.0.1"), io.Discard)
 			if err != nil {
 				t.Fatal(err)
 			}
-			co, err := parsePingpongArgs(append(append([]string{}, base...), "-a", "127.0.0.2", "127.0.0.1"), io.Discard)
+			co, err := ParseArgs(append(append([]string{}, base...), "-a", "127.0.0.2", "127.0.0.1"), io.Discard)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -71,11 +71,11 @@ func TestPingpongLoopback(t *testing.T) {
 			defer cancel()
 			var sout, cout bytes.Buffer
 			done := make(chan error, 1)
-			go func() { done <- pingpong(ctx, so, &sout) }()
+			go func() { done <- Run(ctx, so, &sout, nil) }()
 			var cerr error
 			for i := 0; i < 100; i++ { // wait for the server's listener
 				cout.Reset()
-				if cerr = pingpong(ctx, co, &cout); cerr == nil || !strings.Contains(cerr.Error(), "Couldn't connect") {
+				if cerr = Run(ctx, co, &cout, nil); cerr == nil || !strings.Contains(cerr.Error(), "Couldn't connect") {
 					break
 				}
 				time.Sleep(20 * time.Millisecond)

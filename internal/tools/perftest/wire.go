@@ -1,4 +1,4 @@
-package main
+package perftest
 
 // Wire formats of perftest's out-of-band exchange with -R (rdma_cm), as the perftest
 // 6.06 sources (Debian bookworm's perftest 4.5+0.17, upstream tag v4.5-0.17) send them.
@@ -11,13 +11,14 @@ package main
 //	cycle buffer (page)     4      big-endian int32
 //	cache line size         4      big-endian int32
 //	MTU                     2      ASCII digit of the ibv_mtu enum (1..5) and a NUL
-//	pingpong_dest           56     see ptDest (HAVE_ENDIAN: fields big-endian)
+//	pingpong_dest           56     see dest (HAVE_ENDIAN: fields big-endian)
 //	report field            8      big-endian uint64 or IEEE-754 double (size, iters,
 //	                               peak, average, message rate: five messages)
 //
 // In every exchange the client sends first and the server answers after it has received.
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"math"
@@ -27,18 +28,17 @@ import (
 )
 
 const (
-	ptVersion     = "6.06" // perftest version we speak (VERSION in its config.h)
-	ptVersionLen  = 16     // MAX_VERSION
-	ptDestLen     = 56     // sizeof(struct pingpong_dest) on LP64
-	ptMinVersion  = 5.70   // check_version_compatibility refuses older peers
-	ptLongIters   = 5.33   // from this version the report's iters field is 8 bytes
-	ptDefPort     = 18515  // DEF_PORT
-	ptDefCacheLn  = 64     // DEF_CACHE_LINE_SIZE
-	ptDefPageSize = 4096   // DEF_PAGE_SIZE (cycle buffer)
-	ptMTUEnum1024 = 3      // IBV_MTU_1024: what siw reports for a 1500-byte netdev
+	version     = "6.06" // perftest version we speak (VERSION in its config.h)
+	versionLen  = 16     // MAX_VERSION
+	destLen     = 56     // sizeof(struct pingpong_dest) on LP64
+	minVersion  = 5.70   // check_version_compatibility refuses older peers
+	longIters   = 5.33   // from this version the report's iters field is 8 bytes
+	defCacheLn  = 64     // DEF_CACHE_LINE_SIZE
+	defPageSize = 4096   // DEF_PAGE_SIZE (cycle buffer)
+	mtuEnum1024 = 3      // IBV_MTU_1024: what siw reports for a 1500-byte netdev
 )
 
-// ptDest is perftest's struct pingpong_dest, the per-QP "message context". On LP64 it is
+// dest is perftest's struct pingpong_dest, the per-QP "message context". On LP64 it is
 //
 //	off  field       notes
 //	0    lid         int32
@@ -54,7 +54,7 @@ const (
 //
 // perftest built with HAVE_ENDIAN (Debian's is) sends every integer big-endian
 // (rdma_write_keys); the reader converts only lid, out_reads, qpn, psn, rkey and vaddr.
-type ptDest struct {
+type dest struct {
 	LID, OutReads, QPN, PSN, RKey uint32
 	VAddr                         uint64
 	GID                           [16]byte
@@ -62,8 +62,8 @@ type ptDest struct {
 }
 
 // Append appends the 56-byte wire form of d to b.
-func (d *ptDest) Append(b []byte) []byte {
-	var w [ptDestLen]byte
+func (d *dest) Append(b []byte) []byte {
+	var w [destLen]byte
 	be := binary.BigEndian
 	be.PutUint32(w[0:], d.LID)
 	be.PutUint32(w[4:], d.OutReads)
@@ -77,31 +77,34 @@ func (d *ptDest) Append(b []byte) []byte {
 	return append(b, w[:]...)
 }
 
-var errPtShort = errors.New("perftest: message too short")
+var errShort = errors.New("perftest: message too short")
 
-// parsePtDest decodes a pingpong_dest message.
-func parsePtDest(b []byte) (ptDest, error) {
-	if len(b) < ptDestLen {
-		return ptDest{}, errPtShort
+// parseDest decodes a pingpong_dest message.
+func parseDest(b []byte) (dest, error) {
+	if len(b) < destLen {
+		return dest{}, errShort
 	}
 	be := binary.BigEndian
-	d := ptDest{LID: be.Uint32(b[0:]), OutReads: be.Uint32(b[4:]), QPN: be.Uint32(b[8:]),
+	d := dest{LID: be.Uint32(b[0:]), OutReads: be.Uint32(b[4:]), QPN: be.Uint32(b[8:]),
 		PSN: be.Uint32(b[12:]), RKey: be.Uint32(b[16:]), VAddr: be.Uint64(b[24:]),
 		SRQN: be.Uint32(b[48:]), GIDIndex: be.Uint32(b[52:])}
 	copy(d.GID[:], b[32:48])
 	return d, nil
 }
 
-// ptVersionMsg is the 16-byte version message.
-func ptVersionMsg(v string) []byte {
-	b := make([]byte, ptVersionLen)
-	copy(b[:ptVersionLen-1], v)
+// versionMsg is the 16-byte version message.
+func versionMsg(v string) []byte {
+	b := make([]byte, versionLen)
+	copy(b[:versionLen-1], v)
 	return b
 }
 
-// parsePtVersion returns the peer's version as perftest reads it (atof of the string).
-func parsePtVersion(b []byte) (string, float64, error) {
-	s := string(cstr(b))
+// parseVersion returns the peer's version as perftest reads it (atof of the string).
+func parseVersion(b []byte) (string, float64, error) {
+	if i := bytes.IndexByte(b, 0); i >= 0 {
+		b = b[:i]
+	}
+	s := string(b)
 	// atof reads the longest numeric prefix.
 	end := 0
 	for end < len(s) && (s[end] >= '0' && s[end] <= '9' || s[end] == '.') {
@@ -114,40 +117,40 @@ func parsePtVersion(b []byte) (string, float64, error) {
 	return s, f, nil
 }
 
-func ptInt32Msg(v int) []byte { return binary.BigEndian.AppendUint32(nil, uint32(v)) }
+func int32Msg(v int) []byte { return binary.BigEndian.AppendUint32(nil, uint32(v)) }
 
-func parsePtInt32(b []byte) (int, error) {
+func parseInt32(b []byte) (int, error) {
 	if len(b) < 4 {
-		return 0, errPtShort
+		return 0, errShort
 	}
 	return int(int32(binary.BigEndian.Uint32(b))), nil
 }
 
-// ptMTUMsg is check_mtu's message: sprintf("%d") of the ibv_mtu enum, 2 bytes.
-func ptMTUMsg(mtu int) []byte {
+// mtuMsg is check_mtu's message: sprintf("%d") of the ibv_mtu enum, 2 bytes.
+func mtuMsg(mtu int) []byte {
 	return []byte{byte('0' + mtu%10), 0}
 }
 
-// parsePtMTU reads the peer's MTU enum (strtol of the 2 bytes); 0 if it is not 1..5.
-func parsePtMTU(b []byte) int {
+// parseMTU reads the peer's MTU enum (strtol of the 2 bytes); 0 if it is not 1..5.
+func parseMTU(b []byte) int {
 	if len(b) < 1 || b[0] < '1' || b[0] > '5' {
 		return 0
 	}
 	return int(b[0] - '0')
 }
 
-// ptReport is perftest's struct bw_report_data, as far as xchg_bw_reports sends it.
-type ptReport struct {
+// bwReport is perftest's struct bw_report_data, as far as xchg_bw_reports sends it.
+type bwReport struct {
 	Size, Iters           uint64
 	Peak, Avg, MsgRateAvg float64 // MB/s or Gb/s (the sender's --report_gbits), Mpps
 }
 
 // messages returns the five report messages (big-endian; iters is 8 bytes for peers
 // from version 5.33 on, else 4).
-func (r *ptReport) messages(remVersion float64) [][]byte {
+func (r *bwReport) messages(remVersion float64) [][]byte {
 	be := binary.BigEndian
 	iters := be.AppendUint64(nil, r.Iters)
-	if remVersion < ptLongIters {
+	if remVersion < longIters {
 		iters = be.AppendUint32(nil, uint32(r.Iters))
 	}
 	return [][]byte{be.AppendUint64(nil, r.Size), iters, be.AppendUint64(nil, math.Float64bits(r.Peak)),
@@ -155,14 +158,14 @@ func (r *ptReport) messages(remVersion float64) [][]byte {
 }
 
 // setField stores report message i (in messages order) received from the peer.
-func (r *ptReport) setField(i int, b []byte, remVersion float64) error {
+func (r *bwReport) setField(i int, b []byte, remVersion float64) error {
 	be := binary.BigEndian
 	n := 8
-	if i == 1 && remVersion < ptLongIters {
+	if i == 1 && remVersion < longIters {
 		n = 4
 	}
 	if len(b) < n {
-		return errPtShort
+		return errShort
 	}
 	switch i {
 	case 0:

@@ -1,4 +1,4 @@
-package main
+package rping
 
 import (
 	"bytes"
@@ -17,19 +17,19 @@ import (
 )
 
 func TestParseRpingArgs(t *testing.T) {
-	o, err := parseRpingArgs([]string{"-c", "-vV", "-a", "10.0.0.1", "-p9999", "-C", "7", "-S", "4096", "--crc", "--timeout=3s"})
+	o, err := ParseArgs([]string{"-c", "-vV", "-a", "10.0.0.1", "-p9999", "-C", "7", "-S", "4096", "--crc", "--timeout=3s"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !o.client || o.server || !o.verbose || !o.validate || o.debug || o.addr != "10.0.0.1" ||
-		o.port != 9999 || o.count != 7 || o.size != 4096 || !o.crc || o.timeout != 3*time.Second {
+	if o.Server || !o.Verbose || !o.Validate || o.Debug || o.Addr != "10.0.0.1" ||
+		o.Port != 9999 || o.Count != 7 || o.Size != 4096 || !o.CRC || o.Timeout != 3*time.Second {
 		t.Fatalf("parsed %+v", o)
 	}
-	o, err = parseRpingArgs([]string{"-s"})
+	o, err = ParseArgs([]string{"-s"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o.port != 7174 || o.size != 64 || o.count != 0 || o.addr != "" || o.settle != defaultSettle {
+	if !o.Server || o.Port != 7174 || o.Size != 64 || o.Count != 0 || o.Addr != "" || o.Settle != DefaultSettle {
 		t.Fatalf("defaults: %+v", o)
 	}
 	// rping's size range: sizeof("2147483647") + sizeof("rdma-ping-%d: ") .. 64 KiB - 1.
@@ -37,7 +37,7 @@ func TestParseRpingArgs(t *testing.T) {
 		size string
 		ok   bool
 	}{{"25", false}, {"26", true}, {"65535", true}, {"65536", false}, {"x", false}} {
-		_, err := parseRpingArgs([]string{"-s", "-S", c.size})
+		_, err := ParseArgs([]string{"-s", "-S", c.size})
 		if (err == nil) != c.ok {
 			t.Errorf("-S %s: err %v, want ok=%v", c.size, err, c.ok)
 		}
@@ -47,7 +47,7 @@ func TestParseRpingArgs(t *testing.T) {
 		{"-s", "--fault", "sink-oob"}, {"-c", "-a", "x", "--fault", "write-bad-stag"}, {"-s", "--fault", "nope"},
 		{"-s", "--timeout", "x"}, {"-s", "stray"}, {"-c", "-a", "x", "--settle", "-1s"},
 	} {
-		if _, err := parseRpingArgs(bad); err == nil {
+		if _, err := ParseArgs(bad); err == nil {
 			t.Errorf("%q: no error", bad)
 		}
 	}
@@ -102,39 +102,39 @@ type rpingRun struct {
 }
 
 // runPair runs softrnic rping server and client over loopback TCP.
-func runPair(t *testing.T, srv, cli rpingOpts) rpingRun {
+func runPair(t *testing.T, srv, cli Options) rpingRun {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	var r rpingRun
 	var so, co lockedBuf
-	srv.server, srv.addr, srv.port, srv.stdout, srv.stderr = true, "127.0.0.1", 0, &so, &so
-	cli.client, cli.addr, cli.stdout, cli.stderr = true, "127.0.0.1", &co, &co
+	srv.Server, srv.Addr, srv.Port = true, "127.0.0.1", 0
+	cli.Server, cli.Addr = false, "127.0.0.1"
 	ready := make(chan net.Addr, 1)
-	srv.listening = func(a net.Addr) { ready <- a }
+	srv.Listening = func(a net.Addr) { ready <- a }
 	srv.collectNegotiate = func(p mpa.Params, c *rnic.Counters) { r.srvP, r.srvC = p, c.Snapshot() }
 	cli.collectNegotiate = func(p mpa.Params, c *rnic.Counters) { r.cliP, r.cliC = p, c.Snapshot() }
 	done := make(chan error, 1)
-	go func() { done <- rping(ctx, srv) }()
+	go func() { done <- Run(ctx, srv, &so, &so) }()
 	select {
 	case a := <-ready:
-		cli.port = a.(*net.TCPAddr).Port
+		cli.Port = a.(*net.TCPAddr).Port
 	case err := <-done:
 		t.Fatalf("server: %v", err)
 	}
-	r.cliErr = rping(ctx, cli)
+	r.cliErr = Run(ctx, cli, &co, &co)
 	r.srvErr = <-done
 	r.srvOut, r.cliOut = so.String(), co.String()
 	return r
 }
 
 func TestRpingLoopback(t *testing.T) {
-	for _, size := range []int{rpingMinSize, 64, 4096, rpingMaxSize} {
+	for _, size := range []int{MinSize, 64, 4096, MaxSize} {
 		for _, crc := range []bool{false, true} {
 			t.Run(fmt.Sprintf("S%d/crc=%v", size, crc), func(t *testing.T) {
 				const count = 20
-				o := rpingOpts{size: size, count: count, verbose: true, validate: true, crc: crc}
-				r := runPair(t, rpingOpts{size: size, verbose: true, crc: false}, o)
+				o := Options{Size: size, Count: count, Verbose: true, Validate: true, CRC: crc}
+				r := runPair(t, Options{Size: size, Verbose: true, CRC: false}, o)
 				if r.cliErr != nil || r.srvErr != nil {
 					t.Fatalf("client: %v\nserver: %v\n%s\n%s", r.cliErr, r.srvErr, r.cliOut, r.srvOut)
 				}
@@ -161,7 +161,7 @@ func TestRpingLoopback(t *testing.T) {
 					t.Fatalf("negotiated client %+v server %+v", r.cliP, r.srvP)
 				}
 				// Per ping: the client sends 2×16 bytes, the server 2×16 + Read response + Write.
-				if want := uint64(count * 2 * rpingInfoLen); r.cliC.TxBytes < want || r.cliC.CRCErrors != 0 || r.srvC.CRCErrors != 0 {
+				if want := uint64(count * 2 * infoLen); r.cliC.TxBytes < want || r.cliC.CRCErrors != 0 || r.srvC.CRCErrors != 0 {
 					t.Fatalf("counters client %+v server %+v", r.cliC, r.srvC)
 				}
 			})
@@ -172,31 +172,31 @@ func TestRpingLoopback(t *testing.T) {
 func TestRpingFaults(t *testing.T) {
 	cases := []struct {
 		name          string
-		srv, cli      rpingOpts
+		srv, cli      Options
 		srvWant       string // in the server's error
 		cliWant       string // in the client's error
 		clientNoPings bool
 	}{
 		{
 			name: "server writes to an invalid STag",
-			srv:  rpingOpts{size: 64, fault: faultWriteBadSTag},
-			cli:  rpingOpts{size: 64, count: 3, verbose: true},
+			srv:  Options{Size: 64, Fault: FaultWriteBadSTag},
+			cli:  Options{Size: 64, Count: 3, Verbose: true},
 			// RFC 5041 §7.2: tagged buffer error, invalid STag (DDP layer 1, type 1, code 0).
 			srvWant: "Terminate received: DDP tagged buffer error: invalid STag (1/1/0x00)",
 			cliWant: "Terminate sent: DDP tagged buffer error: invalid STag (1/1/0x00)", clientNoPings: true,
 		},
 		{
 			name: "server reads from an invalid STag",
-			srv:  rpingOpts{size: 64, fault: faultReadBadSTag},
-			cli:  rpingOpts{size: 64, count: 3, verbose: true},
+			srv:  Options{Size: 64, Fault: FaultReadBadSTag},
+			cli:  Options{Size: 64, Count: 3, Verbose: true},
 			// The Read completes with a remote access error (RFC 5040 §7.4.1).
 			srvWant: "status 9 (RemAccessErr) opcode Read: Terminate received: RDMAP remote protection error: invalid STag (0/1/0x00)",
 			cliWant: "Terminate sent: RDMAP remote protection error: invalid STag (0/1/0x00)", clientNoPings: true,
 		},
 		{
 			name: "client advertises a sink the server's Write overruns",
-			srv:  rpingOpts{size: 64},
-			cli:  rpingOpts{size: 64, count: 3, verbose: true, fault: faultSinkOOB},
+			srv:  Options{Size: 64},
+			cli:  Options{Size: 64, Count: 3, Verbose: true, Fault: FaultSinkOOB},
 			// RFC 5041 §7.2: tagged buffer error, base or bounds violation (1/1/0x01).
 			srvWant: "Terminate received: DDP tagged buffer error: base or bounds violation (1/1/0x01)",
 			cliWant: "Terminate sent: DDP tagged buffer error: base or bounds violation (1/1/0x01)", clientNoPings: true,
@@ -228,7 +228,7 @@ func TestFillSourceAllocs(t *testing.T) {
 	if n := testing.AllocsPerRun(100, func() { fillSource(buf, 123456, 'Q') }); n != 0 {
 		t.Fatalf("fillSource allocates %v times per call", n)
 	}
-	if want := fmt.Sprintf(rpingMsgFmt, 123456); !bytes.HasPrefix(buf, []byte(want)) {
+	if want := fmt.Sprintf(msgFmt, 123456); !bytes.HasPrefix(buf, []byte(want)) {
 		t.Fatalf("prefix %q, want %q", buf[:len(want)], want)
 	}
 }
@@ -244,18 +244,18 @@ func BenchmarkRpingLoopback(b *testing.B) {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 			defer cancel()
 			ready := make(chan net.Addr, 1)
-			srv := rpingOpts{server: true, addr: "127.0.0.1", size: size, listening: func(a net.Addr) { ready <- a }}
+			srv := Options{Server: true, Addr: "127.0.0.1", Size: size, Listening: func(a net.Addr) { ready <- a }}
 			done := make(chan error, 1)
-			go func() { done <- rping(ctx, srv) }()
+			go func() { done <- Run(ctx, srv, nil, nil) }()
 			var a net.Addr
 			select {
 			case a = <-ready:
 			case err := <-done:
 				b.Fatal(err)
 			}
-			cli := rpingOpts{client: true, addr: "127.0.0.1", port: a.(*net.TCPAddr).Port, size: size, count: b.N, validate: true}
+			cli := Options{Addr: "127.0.0.1", Port: a.(*net.TCPAddr).Port, Size: size, Count: b.N, Validate: true}
 			b.ResetTimer()
-			if err := rping(ctx, cli); err != nil {
+			if err := Run(ctx, cli, nil, nil); err != nil {
 				b.Fatal(err)
 			}
 			b.StopTimer()

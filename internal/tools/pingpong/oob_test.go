@@ -1,4 +1,4 @@
-package rocev2
+package pingpong
 
 import (
 	"bytes"
@@ -8,7 +8,7 @@ import (
 func TestPingpongDest(t *testing.T) {
 	// The client message captured from rxe's ibv_rc_pingpong (interop-vm.md).
 	wire := "0000:000019:949ef3:00000000000000000000ffffc0a84e02"
-	d, err := ParsePingpongDest(append([]byte(wire), 0))
+	d, err := ParseDest(append([]byte(wire), 0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -19,11 +19,11 @@ func TestPingpongDest(t *testing.T) {
 		t.Fatalf("addr %v %s", a, GIDString(d.GID))
 	}
 	b := d.Append(nil)
-	if len(b) != PingpongMsgLen || !bytes.Equal(b[:len(wire)], []byte(wire)) || b[len(wire)] != 0 {
+	if len(b) != MsgLen || !bytes.Equal(b[:len(wire)], []byte(wire)) || b[len(wire)] != 0 {
 		t.Fatalf("%q", b)
 	}
 	for _, bad := range []string{"", "0000:000019:949ef3", "zz:1:2:00000000000000000000ffffc0a84e02", "0:1:2:00ff"} {
-		if _, err := ParsePingpongDest([]byte(bad)); err == nil {
+		if _, err := ParseDest([]byte(bad)); err == nil {
 			t.Errorf("%q parsed", bad)
 		}
 	}

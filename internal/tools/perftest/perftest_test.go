@@ -1,4 +1,4 @@
-package main
+package perftest
 
 import (
 	"bytes"
@@ -14,30 +14,30 @@ import (
 )
 
 func TestParsePerftestArgs(t *testing.T) {
-	o, err := parsePerftestArgs([]string{"write", "-R", "-s", "4096", "-n100", "--port=9999", "-q", "1", "--report_gbits", "-F", "-d", "siw0", "-x", "0", "10.0.0.1"})
+	o, err := ParseArgs([]string{"write", "-R", "-s", "4096", "-n100", "--port=9999", "-q", "1", "--report_gbits", "-F", "-d", "siw0", "-x", "0", "10.0.0.1"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o.verb != ptWrite || o.size != 4096 || o.iters != 100 || o.port != 9999 || !o.gbits || o.server != "10.0.0.1" ||
-		o.txDepth != 100 || o.cqMod != 100 {
+	if o.Verb != Write || o.Size != 4096 || o.Iters != 100 || o.Port != 9999 || !o.Gbits || o.Peer != "10.0.0.1" ||
+		o.TxDepth != 100 || o.CQMod != 100 {
 		t.Fatalf("parsed %+v", o)
 	}
-	o, err = parsePerftestArgs([]string{"write"})
+	o, err = ParseArgs([]string{"write"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o.port != 18515 || o.size != 65536 || o.iters != 5000 || o.txDepth != 128 || o.server != "" || o.rxDepth != 1 {
+	if o.Port != 18515 || o.Size != 65536 || o.Iters != 5000 || o.TxDepth != 128 || o.Peer != "" || o.RxDepth != 1 {
 		t.Fatalf("write defaults: %+v", o)
 	}
-	o, err = parsePerftestArgs([]string{"send", "--iters", "7"})
+	o, err = ParseArgs([]string{"send", "--iters", "7"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	// force_dependecies: rx depth ≤ iters, then rounded up to even; TX depth and CQ moderation ≤ iters.
-	if o.iters != 7 || o.rxDepth != 8 || o.txDepth != 7 || o.cqMod != 7 {
+	if o.Iters != 7 || o.RxDepth != 8 || o.TxDepth != 7 || o.CQMod != 7 {
 		t.Fatalf("send -n 7: %+v", o)
 	}
-	if o, _ = parsePerftestArgs([]string{"read"}); o.iters != 1000 || o.outReads != 128 {
+	if o, _ = ParseArgs([]string{"read"}); o.Iters != 1000 || o.OutReads != 128 {
 		t.Fatalf("read defaults: %+v", o)
 	}
 	for _, bad := range [][]string{
@@ -45,7 +45,7 @@ func TestParsePerftestArgs(t *testing.T) {
 		{"write", "-c", "UD"}, {"write", "a", "b"}, {"write", "-p"}, {"write", "--nope"}, {"write", "-Rx"},
 		{"write", "--timeout", "x"}, {"write", "-p", "70000"}, {"send", "-s", "x"},
 	} {
-		if _, err := parsePerftestArgs(bad); err == nil {
+		if _, err := ParseArgs(bad); err == nil {
 			t.Errorf("%q: no error", bad)
 		}
 	}
@@ -53,7 +53,7 @@ func TestParsePerftestArgs(t *testing.T) {
 
 // TestPtDestLayout checks struct pingpong_dest's wire layout (LP64, HAVE_ENDIAN).
 func TestPtDestLayout(t *testing.T) {
-	d := ptDest{LID: 1, OutReads: 0x80, QPN: 0x11, PSN: 0xabcdef, RKey: 0x1234_5678, VAddr: 0x0102_0304_0506_0708,
+	d := dest{LID: 1, OutReads: 0x80, QPN: 0x11, PSN: 0xabcdef, RKey: 0x1234_5678, VAddr: 0x0102_0304_0506_0708,
 		SRQN: 9, GIDIndex: 0xffffffff}
 	for i := range d.GID {
 		d.GID[i] = byte(0xa0 + i)
@@ -67,19 +67,19 @@ func TestPtDestLayout(t *testing.T) {
 	if !bytes.Equal(b[:32], want) || b[32] != 0xa0 || b[47] != 0xaf || !bytes.Equal(b[48:], []byte{0, 0, 0, 9, 0xff, 0xff, 0xff, 0xff}) {
 		t.Fatalf("wire form % x", b)
 	}
-	got, err := parsePtDest(b)
+	got, err := parseDest(b)
 	if err != nil || got != d {
 		t.Fatalf("round trip: %+v, %v", got, err)
 	}
 	for n := 0; n < 56; n++ {
-		if _, err := parsePtDest(b[:n]); err == nil {
+		if _, err := parseDest(b[:n]); err == nil {
 			t.Fatalf("parsed a %d-byte prefix", n)
 		}
 	}
 }
 
 func TestPtMessages(t *testing.T) {
-	v := ptVersionMsg("6.06")
+	v := versionMsg("6.06")
 	if len(v) != 16 || string(v[:5]) != "6.06\x00" {
 		t.Fatalf("version message %q", v)
 	}
@@ -88,26 +88,26 @@ func TestPtMessages(t *testing.T) {
 		want float64
 		ok   bool
 	}{{"6.06", 6.06, true}, {"5.70\x00junk", 5.70, true}, {"6.2a", 6.2, true}, {"", 0, false}, {"x", 0, false}} {
-		_, f, err := parsePtVersion([]byte(c.in))
+		_, f, err := parseVersion([]byte(c.in))
 		if (err == nil) != c.ok || f != c.want {
-			t.Errorf("parsePtVersion(%q) = %v, %v", c.in, f, err)
+			t.Errorf("parseVersion(%q) = %v, %v", c.in, f, err)
 		}
 	}
-	if m := ptInt32Msg(4096); !bytes.Equal(m, []byte{0, 0, 0x10, 0}) {
+	if m := int32Msg(4096); !bytes.Equal(m, []byte{0, 0, 0x10, 0}) {
 		t.Errorf("int message % x", m)
 	}
-	if n, err := parsePtInt32([]byte{0xff, 0xff, 0xff, 0xff}); n != -1 || err != nil {
-		t.Errorf("parsePtInt32 = %d, %v", n, err)
+	if n, err := parseInt32([]byte{0xff, 0xff, 0xff, 0xff}); n != -1 || err != nil {
+		t.Errorf("parseInt32 = %d, %v", n, err)
 	}
-	if m := ptMTUMsg(3); !bytes.Equal(m, []byte{'3', 0}) || parsePtMTU(m) != 3 || parsePtMTU([]byte{'9', 0}) != 0 || parsePtMTU(nil) != 0 {
+	if m := mtuMsg(3); !bytes.Equal(m, []byte{'3', 0}) || parseMTU(m) != 3 || parseMTU([]byte{'9', 0}) != 0 || parseMTU(nil) != 0 {
 		t.Errorf("MTU message % x", m)
 	}
-	r := ptReport{Size: 65536, Iters: 5000, Peak: 1234.5, Avg: 1000.25, MsgRateAvg: 0.016}
+	r := bwReport{Size: 65536, Iters: 5000, Peak: 1234.5, Avg: 1000.25, MsgRateAvg: 0.016}
 	msgs := r.messages(6.06)
 	if len(msgs) != 5 || binary.BigEndian.Uint64(msgs[1]) != 5000 || math.Float64frombits(binary.BigEndian.Uint64(msgs[3])) != 1000.25 {
 		t.Fatalf("report messages % x", msgs)
 	}
-	var back ptReport
+	var back bwReport
 	for i, m := range msgs {
 		if err := back.setField(i, m, 6.06); err != nil {
 			t.Fatal(err)
@@ -135,39 +135,37 @@ func TestLoadCredit(t *testing.T) {
 
 // runPerftestPair runs a softrnic perftest server and client on loopback and returns
 // their outputs and reports.
-func runPerftestPair(t testing.TB, verb string, args []string, tweak func(srv, cli *ptOpts)) (srvOut, cliOut string, srvRep, cliRep []ptReport, srvErr, cliErr error) {
+func runPerftestPair(t testing.TB, verb string, args []string, tweak func(srv, cli *Options)) (srvOut, cliOut string, srvRep, cliRep []bwReport, srvErr, cliErr error) {
 	t.Helper()
-	so, err := parsePerftestArgs(append([]string{verb, "--bind", "127.0.0.1", "-p", "0"}, args...))
+	so, err := ParseArgs(append([]string{verb, "--bind", "127.0.0.1", "-p", "0"}, args...))
 	if err != nil {
 		t.Fatal(err)
 	}
 	var mu sync.Mutex
 	var sb, cb bytes.Buffer
-	so.stdout = &sb
-	so.timeout = 60 * time.Second
+	so.Timeout = 60 * time.Second
 	addrc := make(chan net.Addr, 1)
-	so.listening = func(a net.Addr) { addrc <- a }
-	so.gotReport = func(r ptReport) { mu.Lock(); srvRep = append(srvRep, r); mu.Unlock() }
+	so.Listening = func(a net.Addr) { addrc <- a }
+	so.gotReport = func(r bwReport) { mu.Lock(); srvRep = append(srvRep, r); mu.Unlock() }
 	ctx := context.Background()
 	co := so
-	co.listening = nil
-	co.linger = 10 * time.Millisecond // our server waits for the client to close
+	co.Listening = nil
+	co.Linger = 10 * time.Millisecond // our server waits for the client to close
 	if tweak != nil {
 		tweak(&so, &co)
 	}
 	done := make(chan error, 1)
-	go func() { done <- perftest(ctx, so) }()
+	go func() { done <- Run(ctx, so, &sb, nil) }()
 	var addr net.Addr
 	select {
 	case addr = <-addrc:
 	case err := <-done:
 		t.Fatalf("server: %v", err)
 	}
-	co.server = "127.0.0.1"
-	co.port = addr.(*net.TCPAddr).Port
-	co.stdout = &cb
-	co.gotReport = func(r ptReport) { mu.Lock(); cliRep = append(cliRep, r); mu.Unlock() }
-	cliErr = perftest(ctx, co)
+	co.Peer = "127.0.0.1"
+	co.Port = addr.(*net.TCPAddr).Port
+	co.gotReport = func(r bwReport) { mu.Lock(); cliRep = append(cliRep, r); mu.Unlock() }
+	cliErr = Run(ctx, co, &cb, nil)
 	srvErr = <-done
 	return sb.String(), cb.String(), srvRep, cliRep, srvErr, cliErr
 }
@@ -189,7 +187,7 @@ func TestPerftestLoopback(t *testing.T) {
 			if len(sr) != 1 || len(cr) != 1 {
 				t.Fatalf("reports: server %v client %v", sr, cr)
 			}
-			for who, r := range map[string]ptReport{"server": sr[0], "client": cr[0]} {
+			for who, r := range map[string]bwReport{"server": sr[0], "client": cr[0]} {
 				if r.Size != uint64(c.size) || r.Iters != uint64(c.iters) || !(r.Avg > 0) || r.Peak < r.Avg || !(r.MsgRateAvg > 0) {
 					t.Errorf("%s report %+v", who, r)
 				}
@@ -214,10 +212,10 @@ func TestPerftestLoopback(t *testing.T) {
 func TestPerftestCreditsBoundSends(t *testing.T) {
 	// A server that grants no credit: the client must stop after rx-depth - 1 sends
 	// instead of overrunning the server's receives (which on iWARP is a Terminate).
-	_, co, _, _, serr, cerr := runPerftestPair(t, "send", []string{"-s", "64", "-n", "100", "-r", "8"}, func(srv, cli *ptOpts) {
+	_, co, _, _, serr, cerr := runPerftestPair(t, "send", []string{"-s", "64", "-n", "100", "-r", "8"}, func(srv, cli *Options) {
 		srv.testCredit = func(uint32) uint32 { return 0 }
-		srv.timeout = 3 * time.Second
-		cli.timeout = 2 * time.Second
+		srv.Timeout = 3 * time.Second
+		cli.Timeout = 2 * time.Second
 	})
 	if cerr == nil || !strings.Contains(cerr.Error(), "waiting for credits (scnt=7)") {
 		t.Fatalf("client: %v\n%s", cerr, co)
@@ -242,7 +240,7 @@ func TestPerftestReportGbits(t *testing.T) {
 
 // TestPerftestVersionCheck: a peer older than perftest 5.70 is refused, as perftest does.
 func TestPerftestVersionCheck(t *testing.T) {
-	if _, f, _ := parsePtVersion(ptVersionMsg("5.60")); f >= ptMinVersion {
+	if _, f, _ := parseVersion(versionMsg("5.60")); f >= minVersion {
 		t.Fatalf("5.60 parsed as %v", f)
 	}
 }
@@ -253,12 +251,12 @@ func TestPerftestVersionCheck(t *testing.T) {
 func BenchmarkPerftestLoopback(b *testing.B) {
 	for _, verb := range []string{"write", "read", "send"} {
 		b.Run(verb, func(b *testing.B) {
-			n := max(b.N, ptMinIters)
+			n := max(b.N, MinIters)
 			b.SetBytes(65536)
 			b.ReportAllocs()
 			b.ResetTimer()
-			_, _, _, _, serr, cerr := runPerftestPair(b, verb, []string{"-s", "65536", "-n", strconv.Itoa(n)}, func(srv, cli *ptOpts) {
-				cli.settle = 0
+			_, _, _, _, serr, cerr := runPerftestPair(b, verb, []string{"-s", "65536", "-n", strconv.Itoa(n)}, func(srv, cli *Options) {
+				cli.Settle = 0
 			})
 			if serr != nil || cerr != nil {
 				b.Fatalf("server: %v client: %v", serr, cerr)
@@ -270,21 +268,21 @@ func BenchmarkPerftestLoopback(b *testing.B) {
 // FuzzPtMessages feeds arbitrary peer messages to every decoder of the exchange: none may
 // panic, and a decoded pingpong_dest re-encodes to the same 56 bytes.
 func FuzzPtMessages(f *testing.F) {
-	d := ptDest{QPN: 2, PSN: 0x56be6a, RKey: 0x01120b00, VAddr: 0x7f5595698000, GIDIndex: 0xffffffff}
+	d := dest{QPN: 2, PSN: 0x56be6a, RKey: 0x01120b00, VAddr: 0x7f5595698000, GIDIndex: 0xffffffff}
 	f.Add(d.Append(nil))
-	f.Add(ptVersionMsg("6.06"))
+	f.Add(versionMsg("6.06"))
 	f.Add([]byte{'3', 0})
 	f.Add([]byte{0, 0, 0x10, 0})
 	f.Fuzz(func(t *testing.T, b []byte) {
-		if d, err := parsePtDest(b); err == nil {
+		if d, err := parseDest(b); err == nil {
 			if got := d.Append(nil); !bytes.Equal(got[:20], b[:20]) || !bytes.Equal(got[24:], b[24:56]) {
 				t.Fatalf("dest round trip % x -> % x", b[:56], got)
 			}
 		}
-		_, _, _ = parsePtVersion(b)
-		_, _ = parsePtInt32(b)
-		_ = parsePtMTU(b)
-		var r ptReport
+		_, _, _ = parseVersion(b)
+		_, _ = parseInt32(b)
+		_ = parseMTU(b)
+		var r bwReport
 		for i := 0; i < 5; i++ {
 			_ = r.setField(i, b, 6.06)
 			_ = r.setField(i, b, 5.0)

@@ -1,4 +1,7 @@
-package main
+// Package demo is "softrnic demo": in one process, a softrnic iWARP listener and a client
+// connect over loopback TCP, register memory, exchange the server's region with a SEND, do
+// an RDMA WRITE and an RDMA READ of the region, verify every byte and print what happened.
+package demo
 
 import (
 	"bytes"
@@ -7,17 +10,50 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"math/rand/v2"
-	"os"
 	"time"
 
+	"github.com/softrnic/softrnic/internal/tools/tool"
 	"github.com/softrnic/softrnic/rnic"
 	"github.com/softrnic/softrnic/rnic/iwarp"
 )
 
-func init() {
-	register(command{name: "demo", usage: "in-process iWARP demo over loopback TCP: SEND, RDMA WRITE and READ of a few MiB", run: runDemo})
+// Summary is the one-line description "softrnic help" prints.
+const Summary = "in-process iWARP demo over loopback TCP: SEND, RDMA WRITE and READ of a few MiB"
+
+// Options are the demo's settings.
+type Options struct {
+	Size int  // bytes to WRITE and READ (0: DefaultSize)
+	CRC  bool // use MPA CRC32c
 }
+
+// DefaultSize is the size of the demo's region.
+const DefaultSize = 8 << 20
+
+// DefaultOptions are the command line's defaults.
+func DefaultOptions() Options { return Options{Size: DefaultSize, CRC: true} }
+
+// ParseArgs builds Options from the command line (-size n, -crc=false).
+func ParseArgs(args []string) (Options, error) {
+	o := DefaultOptions()
+	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
+	fs.IntVar(&o.Size, "size", o.Size, "bytes to WRITE and READ")
+	fs.BoolVar(&o.CRC, "crc", o.CRC, "use MPA CRC32c")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if fs.NArg() != 0 {
+		return o, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	if o.Size < 0 {
+		return o, fmt.Errorf("-size %d: must not be negative", o.Size)
+	}
+	return o, nil
+}
+
+// Main is the "softrnic demo" command.
+func Main(args []string) int { return tool.Main("demo", args, ParseArgs, nil, Run) }
 
 // demoSide is one endpoint of the demo: device, PD, CQs and an RC QP.
 type demoSide struct {
@@ -59,22 +95,14 @@ func mibps(n int, d time.Duration) string {
 	return fmt.Sprintf("%.0f MiB/s", float64(n)/(1<<20)/d.Seconds())
 }
 
-func runDemo(args []string) int {
-	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
-	size := fs.Int("size", 8<<20, "bytes to WRITE and READ")
-	crc := fs.Bool("crc", true, "use MPA CRC32c")
-	if err := fs.Parse(args); err != nil {
-		return 2
+// Run runs the demo, printing its steps to stdout; it gives up after a minute.
+func Run(ctx context.Context, o Options, stdout, _ io.Writer) error {
+	stdout = tool.Output(stdout)
+	size, crc := o.Size, o.CRC
+	if size == 0 {
+		size = DefaultSize
 	}
-	if err := demo(*size, *crc); err != nil {
-		fmt.Fprintln(os.Stderr, "demo:", err)
-		return 1
-	}
-	return 0
-}
-
-func demo(size int, crc bool) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	srv, err := newDemoSide("server")
 	if err != nil {
@@ -94,7 +122,7 @@ func demo(size int, crc bool) error {
 		return err
 	}
 	defer ln.Close()
-	fmt.Printf("server: listening on %s (iWARP: MPA rev %d, CRC %v, peer-to-peer)\n", ln.Addr(), cfg.MPA.Rev, crc)
+	fmt.Fprintf(stdout, "server: listening on %s (iWARP: MPA rev %d, CRC %v, peer-to-peer)\n", ln.Addr(), cfg.MPA.Rev, crc)
 
 	// Server memory: a region the client may write and read, and a receive buffer.
 	srvBuf := make([]byte, size)
@@ -115,7 +143,7 @@ func demo(size int, crc bool) error {
 			accepted <- err
 			return
 		}
-		fmt.Printf("server: connection request from %s, private data %q, IRD %d ORD %d\n",
+		fmt.Fprintf(stdout, "server: connection request from %s, private data %q, IRD %d ORD %d\n",
 			req.RemoteAddr(), req.PrivateData(), req.IRD(), req.ORD())
 		// Post the receive for the client's STag message before accepting.
 		if err := srv.qp.PostRecv(&rnic.RecvWR{WRID: 1, SGL: []rnic.SGE{srvMsgMR.SGE(0, 16)}}); err != nil {
@@ -135,7 +163,7 @@ func demo(size int, crc bool) error {
 		return err
 	}
 	p := conn.Params()
-	fmt.Printf("client: connected in %v: private data %q, IRD %d ORD %d, CRC %v, markers %v, RTR %v, MULPDU %d\n",
+	fmt.Fprintf(stdout, "client: connected in %v: private data %q, IRD %d ORD %d, CRC %v, markers %v, RTR %v, MULPDU %d\n",
 		time.Since(t0).Round(time.Microsecond), conn.PeerPrivateData(), conn.IRD(), conn.ORD(), p.CRC, p.TxMarkers, p.RTR, conn.MULPDU())
 
 	// Client memory: the data to write, and a buffer to read it back into.
@@ -157,25 +185,21 @@ func demo(size int, crc bool) error {
 	// 1. The server tells the client its STag and address with a SEND. (By RFC 5044 the
 	//    responder may transmit only after the initiator's first FPDU, the RTR, which
 	//    Dial sent.)
-	var msg [16]byte
-	binary.BigEndian.PutUint32(msg[0:], srvMR.RKey())
-	binary.BigEndian.PutUint64(msg[4:], srvMR.Addr())
-	binary.BigEndian.PutUint32(msg[12:], uint32(size))
+	//    The message is the region's rnic.RemoteBuffer, rping's 16-byte layout.
+	var msg [rnic.RemoteBufferLen]byte
 	msgMR, err := cli.pd.RegMR(msg[:], rnic.AccessLocalWrite)
 	if err != nil {
 		return err
 	}
-	if err := cli.qp.PostRecv(&rnic.RecvWR{WRID: 2, SGL: []rnic.SGE{msgMR.SGE(0, 16)}}); err != nil {
+	if err := cli.qp.PostRecv(&rnic.RecvWR{WRID: 2, SGL: []rnic.SGE{msgMR.SGE(0, len(msg))}}); err != nil {
 		return err
 	}
-	var adv [16]byte
-	copy(adv[:], msg[:])
-	clear(msg[:])
-	advMR, err := srv.pd.RegMR(adv[:], 0)
+	adv := srvMR.RemoteBuffer(0, size).Append(nil)
+	advMR, err := srv.pd.RegMR(adv, 0)
 	if err != nil {
 		return err
 	}
-	if err := srv.qp.PostSend(&rnic.SendWR{WRID: 10, Opcode: rnic.OpSend, Flags: rnic.Signaled, SGL: []rnic.SGE{advMR.SGE(0, 16)}}); err != nil {
+	if err := srv.qp.PostSend(&rnic.SendWR{WRID: 10, Opcode: rnic.OpSend, Flags: rnic.Signaled, SGL: []rnic.SGE{advMR.SGE(0, len(adv))}}); err != nil {
 		return err
 	}
 	if _, err := srv.wait(ctx, "SEND"); err != nil {
@@ -185,8 +209,12 @@ func demo(size int, crc bool) error {
 	if err != nil {
 		return err
 	}
-	rkey, raddr, rlen := binary.BigEndian.Uint32(msg[0:]), binary.BigEndian.Uint64(msg[4:]), binary.BigEndian.Uint32(msg[12:])
-	fmt.Printf("client: received SEND (%d bytes): server region STag %#x at %#x, %d bytes\n", c.ByteLen, rkey, raddr, rlen)
+	region, err := rnic.ParseRemoteBuffer(msg[:c.ByteLen])
+	if err != nil {
+		return err
+	}
+	rkey, raddr := region.RKey, region.Addr
+	fmt.Fprintf(stdout, "client: received SEND (%d bytes): server region STag %#x at %#x, %d bytes\n", c.ByteLen, rkey, raddr, region.Len)
 
 	// 2. RDMA WRITE the client's data into the server region, a few times over (the
 	//    first pass also pays the page faults of the fresh buffers).
@@ -217,7 +245,7 @@ func demo(size int, crc bool) error {
 	if !bytes.Equal(srvBuf, src) {
 		return errors.New("server region differs from the written data")
 	}
-	fmt.Printf("client: RDMA WRITE %d bytes ×%d: first %v, then %s; placed directly into the server region: verified\n",
+	fmt.Fprintf(stdout, "client: RDMA WRITE %d bytes ×%d: first %v, then %s; placed directly into the server region: verified\n",
 		size, rounds, first.Round(time.Microsecond), mibps((rounds-1)*size, dw))
 
 	// 3. RDMA READ the region back.
@@ -241,11 +269,11 @@ func demo(size int, crc bool) error {
 	if !bytes.Equal(back, src) {
 		return errors.New("data read back differs")
 	}
-	fmt.Printf("client: RDMA READ %d bytes ×%d: first %v, then %s: verified\n", c.ByteLen, rounds, first.Round(time.Microsecond), mibps((rounds-1)*size, dr))
+	fmt.Fprintf(stdout, "client: RDMA READ %d bytes ×%d: first %v, then %s: verified\n", c.ByteLen, rounds, first.Round(time.Microsecond), mibps((rounds-1)*size, dr))
 
 	cs, ss := cli.qp.Counters().Snapshot(), srv.qp.Counters().Snapshot()
-	fmt.Printf("client: tx %d bytes / %d FPDUs, rx %d bytes / %d FPDUs, CRC errors %d\n", cs.TxBytes, cs.TxSegments, cs.RxBytes, cs.RxSegments, cs.CRCErrors)
-	fmt.Printf("server: tx %d bytes / %d FPDUs, rx %d bytes / %d FPDUs, CRC errors %d\n", ss.TxBytes, ss.TxSegments, ss.RxBytes, ss.RxSegments, ss.CRCErrors)
+	fmt.Fprintf(stdout, "client: tx %d bytes / %d FPDUs, rx %d bytes / %d FPDUs, CRC errors %d\n", cs.TxBytes, cs.TxSegments, cs.RxBytes, cs.RxSegments, cs.CRCErrors)
+	fmt.Fprintf(stdout, "server: tx %d bytes / %d FPDUs, rx %d bytes / %d FPDUs, CRC errors %d\n", ss.TxBytes, ss.TxSegments, ss.RxBytes, ss.RxSegments, ss.CRCErrors)
 
 	// 4. Graceful disconnect: both QPs end in Error with nothing outstanding.
 	cli.qp.Disconnect()
@@ -259,7 +287,7 @@ func demo(size int, crc bool) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-	fmt.Printf("disconnected: client QP %v, server QP %v\n", cli.qp.State(), srv.qp.State())
-	fmt.Println("demo: OK")
+	fmt.Fprintf(stdout, "disconnected: client QP %v, server QP %v\n", cli.qp.State(), srv.qp.State())
+	fmt.Fprintln(stdout, "demo: OK")
 	return nil
 }

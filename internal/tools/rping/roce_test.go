@@ -1,4 +1,4 @@
-package main
+package rping
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 // the IB CM exchange (REQ/REP/RTU, DREQ/DREP) and rping's Read/Write/Send protocol over
 // RoCEv2 RC. The two ends bind distinct 127/8 addresses (each link owns UDP 4791 there).
 func TestRpingRoCELoopback(t *testing.T) {
-	for _, size := range []int{rpingMinSize, 4096, rpingMaxSize} {
+	for _, size := range []int{MinSize, 4096, MaxSize} {
 		t.Run(fmt.Sprintf("S%d", size), func(t *testing.T) {
 			const count = 20
 			b := 1 + rand.IntN(200)
@@ -22,23 +22,22 @@ func TestRpingRoCELoopback(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
 			var so, co lockedBuf
-			srv := rpingOpts{server: true, roce: true, addr: srvAddr, port: rpingPort, size: size, verbose: true,
-				stdout: &so, stderr: &so}
-			cli := rpingOpts{client: true, roce: true, addr: srvAddr, local: cliAddr, port: rpingPort, size: size,
-				count: count, verbose: true, validate: true, stdout: &co, stderr: &co}
+			srv := Options{Server: true, RoCE: true, Addr: srvAddr, Port: DefaultPort, Size: size, Verbose: true}
+			cli := Options{RoCE: true, Addr: srvAddr, Local: cliAddr, Port: DefaultPort, Size: size,
+				Count: count, Verbose: true, Validate: true}
 			ready := make(chan net.Addr, 1)
-			srv.listening = func(a net.Addr) { ready <- a }
+			srv.Listening = func(a net.Addr) { ready <- a }
 			done := make(chan error, 1)
-			go func() { done <- rping(ctx, srv) }()
+			go func() { done <- Run(ctx, srv, &so, &so) }()
 			select {
 			case a := <-ready:
-				if u, ok := a.(*net.UDPAddr); !ok || u.IP.String() != srvAddr || u.Port != rpingPort {
+				if u, ok := a.(*net.UDPAddr); !ok || u.IP.String() != srvAddr || u.Port != DefaultPort {
 					t.Fatalf("listening on %v", a)
 				}
 			case err := <-done:
 				t.Fatalf("server: %v", err)
 			}
-			cliErr := rping(ctx, cli)
+			cliErr := Run(ctx, cli, &co, &co)
 			srvErr := <-done
 			if cliErr != nil || srvErr != nil {
 				t.Fatalf("client: %v\nserver: %v\n%s\n%s", cliErr, srvErr, co.String(), so.String())
@@ -67,15 +66,15 @@ func TestRpingRoCELoopback(t *testing.T) {
 
 // TestRpingRoCEArgs checks the RoCE option rules.
 func TestRpingRoCEArgs(t *testing.T) {
-	o, err := parseRpingArgs([]string{"-c", "-a", "192.168.78.2", "--roce", "--local", "192.168.78.1"})
-	if err != nil || !o.roce || o.local != "192.168.78.1" {
+	o, err := ParseArgs([]string{"-c", "-a", "192.168.78.2", "--roce", "--local", "192.168.78.1"})
+	if err != nil || !o.RoCE || o.Local != "192.168.78.1" {
 		t.Fatalf("%+v %v", o, err)
 	}
 	for _, bad := range [][]string{
 		{"-s", "--roce"}, {"-c", "-a", "x", "--roce", "--crc"}, {"-c", "-a", "x", "--roce", "--local", "nope"},
 		{"-s", "-a", "1.2.3.4", "--roce", "--fault", "write-bad-stag"},
 	} {
-		if _, err := parseRpingArgs(bad); err == nil {
+		if _, err := ParseArgs(bad); err == nil {
 			t.Errorf("%q: no error", bad)
 		}
 	}

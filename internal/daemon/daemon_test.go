@@ -1,9 +1,8 @@
-package main
+package daemon
 
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -20,6 +19,9 @@ import (
 	"time"
 
 	"github.com/softrnic/softrnic/ddp"
+	"github.com/softrnic/softrnic/internal/tools/perftest"
+	"github.com/softrnic/softrnic/internal/tools/rping"
+	"github.com/softrnic/softrnic/internal/tools/stat"
 	"github.com/softrnic/softrnic/internal/uapi"
 	"github.com/softrnic/softrnic/mpa"
 	"github.com/softrnic/softrnic/rnic"
@@ -28,12 +30,12 @@ import (
 )
 
 func TestParseDaemonArgs(t *testing.T) {
-	o, err := parseDaemonArgs([]string{"-iwarp", "127.0.0.1:1", "-iwarp", "[::1]:2", "-rocev2", "127.0.0.1", "-name", "x"}, &bytes.Buffer{})
+	o, err := ParseArgs([]string{"-iwarp", "127.0.0.1:1", "-iwarp", "[::1]:2", "-rocev2", "127.0.0.1", "-name", "x"}, &bytes.Buffer{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o.sock != "/run/softrnic/x.sock" || len(o.iwarp) != 2 || o.iwarp[1] != "[::1]:2" || o.targetMiB != daemonDefTargetMiB ||
-		o.cmPort != daemonDefCMPort || o.peerPort != -1 || o.foreground {
+	if o.Sock != "/run/softrnic/x.sock" || len(o.IWARP) != 2 || o.IWARP[1] != "[::1]:2" || o.TargetMiB != DefaultTargetMiB ||
+		o.CMPort != DefaultCMPort || o.PeerPort != -1 || o.Foreground {
 		t.Fatalf("%+v", o)
 	}
 	if a, err := parseRoCEAddr("127.0.0.1"); err != nil || a.Port() != 4791 {
@@ -45,19 +47,38 @@ func TestParseDaemonArgs(t *testing.T) {
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "softrnic.conf")
 	os.WriteFile(cfg, []byte("# comment\nname = conf0\niwarp=127.0.0.1:5\niwarp=127.0.0.1:6\ntarget-mib=3\nforeground=true\n"), 0o600)
-	o, err = parseDaemonArgs([]string{"-config", cfg, "-target-mib", "7"}, &bytes.Buffer{})
+	o, err = ParseArgs([]string{"-config", cfg, "-target-mib", "7"}, &bytes.Buffer{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o.name != "conf0" || o.sock != "/run/softrnic/conf0.sock" || len(o.iwarp) != 2 || o.targetMiB != 7 || !o.foreground {
+	if o.Name != "conf0" || o.Sock != "/run/softrnic/conf0.sock" || len(o.IWARP) != 2 || o.TargetMiB != 7 || !o.Foreground {
 		t.Fatalf("config: %+v", o)
+	}
+	// A flag that works through a transport names the one it lacks.
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-rping", "127.0.0.1:7174"}, "-rping runs an iWARP rping server: it needs -iwarp"},
+		{[]string{"-rocev2", "127.0.0.1", "-perftest", "127.0.0.1:1"}, "-perftest runs an iWARP perftest server: it needs -iwarp"},
+		{[]string{"-rocev2", "127.0.0.1", "-crc"}, "-crc is an iWARP (MPA) option: it needs -iwarp"},
+		{[]string{"-iwarp", "127.0.0.1:1", "-rocev2-cm-port", "7000"}, "-rocev2-cm-port is the RoCEv2 listener's RDMA-CM port: it needs -rocev2"},
+		{[]string{"-target-mib", "1"}, "no transport: give -iwarp and/or -rocev2"},
+	} {
+		if _, err := ParseArgs(c.args, &bytes.Buffer{}); err == nil || !strings.HasPrefix(err.Error(), c.want) {
+			t.Errorf("%q: %v, want %q", c.args, err, c.want)
+		}
+	}
+	os.WriteFile(cfg, []byte("iwarp=127.0.0.1:1\nrping=127.0.0.1:2\n"), 0o600)
+	if _, err := ParseArgs([]string{"-config", cfg}, &bytes.Buffer{}); err != nil {
+		t.Errorf("rping and iwarp from a config file: %v", err)
 	}
 	os.WriteFile(cfg, []byte("bogus=1\n"), 0o600)
 	for _, bad := range [][]string{
 		{}, {"-iwarp", "x:1", "stray"}, {"-iwarp", "x:1", "-target-mib", "4096"}, {"-iwarp", "x:1", "-rocev2-cm-port", "0"},
 		{"-iwarp", "x:1", "-perftest-verb", "atomic"}, {"-config", cfg, "-iwarp", "x:1"}, {"-config", filepath.Join(dir, "none")},
 	} {
-		if _, err := parseDaemonArgs(bad, &bytes.Buffer{}); err == nil {
+		if _, err := ParseArgs(bad, &bytes.Buffer{}); err == nil {
 			t.Errorf("%q accepted", bad)
 		}
 	}
@@ -143,10 +164,11 @@ func (c *dClient) op(t *testing.T, op rnic.Opcode, off, n int, raddr uint64, rke
 // parseAdvert decodes the memory target's 16-byte advertisement.
 func parseAdvert(t *testing.T, pd []byte) (addr uint64, rkey, n uint32) {
 	t.Helper()
-	if len(pd) < targetInfoLen {
-		t.Fatalf("private data %d bytes", len(pd))
+	b, err := rnic.ParseRemoteBuffer(pd)
+	if err != nil {
+		t.Fatalf("private data %d bytes: %v", len(pd), err)
 	}
-	return binary.BigEndian.Uint64(pd), binary.BigEndian.Uint32(pd[8:]), binary.BigEndian.Uint32(pd[12:])
+	return b.Addr, b.RKey, b.Len
 }
 
 func ceilDiv(n, d int) int {
@@ -220,7 +242,7 @@ func qpSum(s *uapi.Status, skip uint32) uapi.Counters {
 // ceil(len/per) tagged FPDUs of the client's MULPDU, every READ one Read Request and
 // ceil(len/per) Read Response FPDUs of the daemon's. Over TCP nothing is retransmitted at
 // this layer, so the numbers are exact.
-func iwarpWant(t *testing.T, d *daemon, qpn uint32, conn *iwarp.Conn, writes, reads [][2]int) uapi.Counters {
+func iwarpWant(t *testing.T, d *Daemon, qpn uint32, conn *iwarp.Conn, writes, reads [][2]int) uapi.Counters {
 	t.Helper()
 	d.mu.Lock()
 	dc := d.conns[qpn]
@@ -292,7 +314,7 @@ func (l *lossyLink) Send(bufs [][]byte, dst netip.AddrPort) error {
 func statRow(t *testing.T, sock string, qpn string) []string {
 	t.Helper()
 	var b bytes.Buffer
-	if err := statLoop(context.Background(), statOpts{sock: sock}, &b); err != nil {
+	if err := stat.Run(context.Background(), stat.Options{Sock: sock}, &b, nil); err != nil {
 		t.Fatal(err)
 	}
 	for _, line := range strings.Split(b.String(), "\n") {
@@ -310,13 +332,13 @@ func statRow(t *testing.T, sock string, qpn string) []string {
 func TestDaemonEndToEnd(t *testing.T) {
 	base, _ := goroutines()
 	sock := testSock(t)
-	o, err := parseDaemonArgs([]string{"-foreground", "-sock", sock, "-iwarp", "127.0.0.1:0", "-rocev2", "127.0.0.1:0",
+	o, err := ParseArgs([]string{"-foreground", "-sock", sock, "-iwarp", "127.0.0.1:0", "-rocev2", "127.0.0.1:0",
 		"-rocev2-cm-port", "7999", "-target-mib", "1", "-name", "e2e0"}, &bytes.Buffer{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	o.logOut = testLog{t}
-	d, err := startDaemon(o)
+	o.LogOut = testLog{t}
+	d, err := Start(o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -398,7 +420,7 @@ func TestDaemonEndToEnd(t *testing.T) {
 		}
 		// JSON output decodes to the same status.
 		var b bytes.Buffer
-		if err := statLoop(ctx, statOpts{sock: sock, json: true}, &b); err != nil {
+		if err := stat.Run(ctx, stat.Options{Sock: sock, JSON: true}, &b, nil); err != nil {
 			t.Fatal(err)
 		}
 		var js uapi.Status
@@ -654,6 +676,17 @@ func TestDaemonEndToEnd(t *testing.T) {
 	checkGoroutines(t, base)
 }
 
+// freePort returns a TCP port that was free a moment ago.
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
 // goroutines counts the live goroutines, less os/signal's, which lives on once Notify
 // was called.
 func goroutines() (int, string) {
@@ -686,10 +719,10 @@ func checkGoroutines(t *testing.T, base int) {
 func TestDaemonSignalAndTools(t *testing.T) {
 	base, _ := goroutines()
 	sock := testSock(t)
-	rp, pp := strconv.Itoa(freePort(t, "tcp")), strconv.Itoa(freePort(t, "tcp"))
+	rp, pp := strconv.Itoa(freePort(t)), strconv.Itoa(freePort(t))
 	exit := make(chan int, 1)
 	go func() {
-		exit <- runDaemon([]string{"-foreground", "-sock", sock, "-iwarp", "127.0.0.1:0", "-target-mib", "1",
+		exit <- Main([]string{"-foreground", "-sock", sock, "-iwarp", "127.0.0.1:0", "-target-mib", "1",
 			"-rping", "127.0.0.1:" + rp, "-perftest", "127.0.0.1:" + pp, "-perftest-verb", "read"})
 	}()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -717,16 +750,16 @@ func TestDaemonSignalAndTools(t *testing.T) {
 		}
 		t.Fatalf("%s client: %v", name, err)
 	}
-	ro, err := parseRpingArgs([]string{"-c", "-a", "127.0.0.1", "-p", rp, "-C", "3", "-V", "--settle", "1ms"})
+	ro, err := rping.ParseArgs([]string{"-c", "-a", "127.0.0.1", "-p", rp, "-C", "3", "-V", "--settle", "1ms"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	retry("rping", func() error { return rping(ctx, ro) })
-	po, err := parsePerftestArgs([]string{"read", "-p", pp, "-n", "20", "-s", "4096", "--settle", "1ms", "127.0.0.1"})
+	retry("rping", func() error { return rping.Run(ctx, ro, nil, nil) })
+	po, err := perftest.ParseArgs([]string{"read", "-p", pp, "-n", "20", "-s", "4096", "--settle", "1ms", "127.0.0.1"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	retry("perftest", func() error { return perftest(ctx, po) })
+	retry("perftest", func() error { return perftest.Run(ctx, po, nil, nil) })
 	if err := syscall.Kill(os.Getpid(), syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package main
+package perftest
 
 import (
 	"bytes"
@@ -51,33 +51,33 @@ func perftestRoCEOnce(t *testing.T, verb string, size, iters int) error {
 	t.Helper()
 	b := rand.IntN(256)
 	bind, cbind := fmt.Sprintf("127.72.%d.%d", b, 1+rand.IntN(127)), fmt.Sprintf("127.72.%d.%d", b, 128+rand.IntN(127))
-	so, err := parsePerftestArgs([]string{verb, "--roce", "--bind", bind, "-p", "0", "-R",
+	so, err := ParseArgs([]string{verb, "--roce", "--bind", bind, "-p", "0", "-R",
 		"-s", strconv.Itoa(size), "-n", strconv.Itoa(iters)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var mu sync.Mutex
 	var sb, cb bytes.Buffer
-	var srvRep, cliRep []ptReport
-	so.stdout, so.timeout = &sb, 60*time.Second
+	var srvRep, cliRep []bwReport
+	so.Timeout = 60 * time.Second
 	addrc := make(chan net.Addr, 1)
-	so.listening = func(a net.Addr) { addrc <- a }
-	so.gotReport = func(r ptReport) { mu.Lock(); srvRep = append(srvRep, r); mu.Unlock() }
+	so.Listening = func(a net.Addr) { addrc <- a }
+	so.gotReport = func(r bwReport) { mu.Lock(); srvRep = append(srvRep, r); mu.Unlock() }
 	co := so
-	co.listening, co.bind, co.linger = nil, cbind, 10*time.Millisecond
+	co.Listening, co.Bind, co.Linger = nil, cbind, 10*time.Millisecond
 	sctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)
-	go func() { done <- perftest(sctx, so) }()
+	go func() { done <- Run(sctx, so, &sb, nil) }()
 	select {
 	case a := <-addrc:
-		co.port = a.(*net.UDPAddr).Port
+		co.Port = a.(*net.UDPAddr).Port
 	case err := <-done:
 		return fmt.Errorf("server: %w", err)
 	}
-	co.server, co.stdout = bind, &cb
-	co.gotReport = func(r ptReport) { mu.Lock(); cliRep = append(cliRep, r); mu.Unlock() }
-	cerr := perftest(context.Background(), co)
+	co.Peer = bind
+	co.gotReport = func(r bwReport) { mu.Lock(); cliRep = append(cliRep, r); mu.Unlock() }
+	cerr := Run(context.Background(), co, &cb, nil)
 	if errors.Is(cerr, syscall.EADDRINUSE) {
 		cancel() // the server would wait out its timeout for a client that never came
 		<-done
@@ -103,11 +103,11 @@ func TestPerftestRoCEArgs(t *testing.T) {
 	for _, bad := range [][]string{
 		{"send", "--roce", "--bind", "127.0.0.1"}, {"write", "--roce"}, {"write", "--roce", "--crc", "--bind", "127.0.0.1"},
 	} {
-		if _, err := parsePerftestArgs(bad); err == nil {
+		if _, err := ParseArgs(bad); err == nil {
 			t.Errorf("%q: no error", bad)
 		}
 	}
-	if o, err := parsePerftestArgs([]string{"read", "--roce", "-x", "1", "-R", "192.168.78.2"}); err != nil || !o.roce {
+	if o, err := ParseArgs([]string{"read", "--roce", "-x", "1", "-R", "192.168.78.2"}); err != nil || !o.RoCE {
 		t.Errorf("%+v %v", o, err)
 	}
 }

@@ -1,0 +1,454 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/softrnic/softrnic/internal/tools/perftest"
+	"github.com/softrnic/softrnic/internal/tools/rping"
+	"github.com/softrnic/softrnic/internal/uapi"
+	"github.com/softrnic/softrnic/rnic"
+	"github.com/softrnic/softrnic/rnic/rocev2"
+	"github.com/softrnic/softrnic/roce"
+	"golang.org/x/sys/unix"
+)
+
+const (
+	stopTimeout = 5 * time.Second // bound on the graceful disconnects at shutdown
+)
+
+// qpInfo is what the control protocol uses of a QP: an *rnic.QP (tests add synthetic
+// entries).
+type qpInfo interface {
+	State() rnic.QPState
+	Counters() *rnic.Counters
+	Disconnect()
+}
+
+// daemonConn is one QP of the memory target.
+type daemonConn struct {
+	qpn       uint32
+	info      qpInfo
+	transport string
+	peer      string
+	mulpdu    int           // iWARP: the MULPDU of the FPDUs this side sends
+	done      chan struct{} // closed when its goroutine has destroyed the QP
+}
+
+// newLogger is the daemon's structured log: text (or JSON with Options.LogJSON) records
+// on Options.LogOut, os.Stderr by default.
+func newLogger(o Options) *slog.Logger {
+	out := o.LogOut
+	if out == nil {
+		out = os.Stderr
+	}
+	if o.LogJSON {
+		return slog.New(slog.NewJSONHandler(out, nil))
+	}
+	return slog.New(slog.NewTextHandler(out, nil))
+}
+
+// Daemon is a running standalone RNIC.
+type Daemon struct {
+	o      Options
+	log    *slog.Logger
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // accept loops, connection watchers, tool servers, event logger
+
+	dev *rnic.Device
+	pd  *rnic.PD
+	cq  *rnic.CQ
+	mem []byte // the target region (mmap), nil without a target
+	mr  *rnic.MR
+	ep  *rocev2.Endpoint
+
+	mu     sync.Mutex
+	closed bool
+	iwLns  []*listener            // iWARP listeners
+	roLn   *listener              // the RoCEv2 listener
+	conns  map[uint32]*daemonConn // by QP number
+	qpns   []uint32               // the keys of conns in increasing order, for paging
+
+	srv   *uapi.Server
+	rping *rping.Server // -rping
+
+	listenRefused atomic.Uint64 // listen_iwarp refused at MaxListeners
+}
+
+// Start opens the device, its transports and services, and the control socket.
+func Start(o Options) (_ *Daemon, err error) {
+	if o.MaxListeners <= 0 {
+		o.MaxListeners = DefaultMaxListeners
+	}
+	if o.RpingMaxSessions <= 0 {
+		o.RpingMaxSessions = rping.DefaultMaxSessions
+	}
+	d := &Daemon{o: o, log: newLogger(o), conns: make(map[uint32]*daemonConn)}
+	d.ctx, d.cancel = context.WithCancel(context.Background())
+	defer func() {
+		if err != nil {
+			d.Close()
+		}
+	}()
+	cfg := rnic.Config{Name: o.Name}
+	var roAddr netip.AddrPort
+	if o.RoCEv2 != "" {
+		if roAddr, err = parseRoCEAddr(o.RoCEv2); err != nil {
+			return nil, err
+		}
+		cfg.LocalAddr = roAddr.Addr().String()
+	}
+	if d.dev, err = rnic.Open(cfg); err != nil {
+		return nil, err
+	}
+	d.wg.Add(1)
+	go d.logEvents()
+	if d.pd, err = d.dev.AllocPD(); err != nil {
+		return nil, err
+	}
+	if d.cq, err = d.dev.CreateCQ(64); err != nil {
+		return nil, err
+	}
+	if o.TargetMiB > 0 {
+		if d.mem, err = unix.Mmap(-1, 0, o.TargetMiB<<20, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE); err != nil {
+			return nil, fmt.Errorf("mmap target: %w", err)
+		}
+		if d.mr, err = d.pd.RegMR(d.mem, rnic.AccessLocalWrite|rnic.AccessRemoteRead|rnic.AccessRemoteWrite); err != nil {
+			return nil, fmt.Errorf("register target: %w", err)
+		}
+	}
+	for _, a := range o.IWARP {
+		if err = d.listenIWARP(a); err != nil {
+			return nil, err
+		}
+	}
+	if o.RoCEv2 != "" {
+		link, err := rocev2.ListenUDP(roAddr, nil)
+		if err != nil {
+			return nil, fmt.Errorf("RoCEv2 link %v: %w", roAddr, err)
+		}
+		rc := rocev2.DefaultConfig()
+		switch {
+		case o.PeerPort >= 0:
+			rc.PeerPort = uint16(o.PeerPort)
+		case roAddr.Port() == roce.UDPPort:
+			rc.PeerPort = roce.UDPPort
+		}
+		d.ep = rocev2.NewEndpoint(d.dev, link, rc)
+		ln, err := listenRoCEv2(d.ep, net.JoinHostPort(roAddr.Addr().String(), strconv.Itoa(o.CMPort)))
+		if err != nil {
+			return nil, err
+		}
+		d.roLn = ln
+		d.wg.Add(1)
+		go d.serve(ln)
+	}
+	if o.Rping != "" {
+		if err = d.startRping(o.Rping); err != nil {
+			return nil, err
+		}
+	}
+	if o.Perftest != "" {
+		if err = d.startTool("perftest", o.Perftest, func(host string, port int) func(context.Context) error {
+			po := perftest.DefaultOptions(o.PerftestVerb)
+			po.Bind, po.Port = host, port
+			return func(ctx context.Context) error { return perftest.Run(ctx, po, nil, nil) }
+		}); err != nil {
+			return nil, err
+		}
+	}
+	if d.srv, err = uapi.Listen(o.Sock, d, &uapi.ServerConfig{
+		MaxClients: o.CtlMaxClients, IdleTimeout: o.CtlIdleTimeout, Logger: d.log}); err != nil {
+		return nil, fmt.Errorf("control socket %s: %w", o.Sock, err)
+	}
+	return d, nil
+}
+
+// parseRoCEAddr parses ip[:udpport] (port 4791 by default).
+func parseRoCEAddr(s string) (netip.AddrPort, error) {
+	if ap, err := netip.ParseAddrPort(s); err == nil {
+		return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port()), nil
+	}
+	a, err := netip.ParseAddr(strings.Trim(s, "[]"))
+	if err != nil {
+		return netip.AddrPort{}, fmt.Errorf("-rocev2 %q: want ip[:port]", s)
+	}
+	return netip.AddrPortFrom(a.Unmap(), roce.UDPPort), nil
+}
+
+// splitToolAddr splits the host:port of a tool server flag.
+func splitToolAddr(name, addr string) (string, int, error) {
+	host, ps, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", 0, fmt.Errorf("-%s %q: %w", name, addr, err)
+	}
+	port, err := strconv.ParseUint(ps, 10, 16)
+	if err != nil {
+		return "", 0, fmt.Errorf("-%s %q: bad port", name, addr)
+	}
+	return host, int(port), nil
+}
+
+// startRping runs a persistent rping server (rping -s -P) on its own device (so its
+// traffic is not in this daemon's counters): every client gets its own session at once,
+// up to RpingMaxSessions, each ended after RpingIdleTimeout without a message.
+func (d *Daemon) startRping(addr string) error {
+	host, port, err := splitToolAddr("rping", addr)
+	if err != nil {
+		return err
+	}
+	ro := rping.DefaultOptions()
+	ro.Server, ro.Persistent, ro.Addr, ro.Port = true, true, host, port
+	ro.MaxSessions, ro.IdleTimeout = d.o.RpingMaxSessions, d.o.RpingIdleTimeout
+	ro.SessionEnd = func(peer string, err error) {
+		if err != nil && d.ctx.Err() == nil {
+			d.log.Warn("rping session failed", "peer", peer, "err", err)
+		} else {
+			d.log.Info("rping session ended", "peer", peer)
+		}
+	}
+	srv, err := rping.Listen(ro, nil, nil)
+	if err != nil {
+		return fmt.Errorf("-rping %s: %w", addr, err)
+	}
+	d.rping = srv
+	d.log.Info("listening", "tool", "rping", "addr", srv.Addr().String())
+	d.wg.Add(1)
+	go func() {
+		defer d.wg.Done()
+		if err := srv.Serve(d.ctx); err != nil {
+			d.log.Error("rping server stopped", "err", err)
+		}
+	}()
+	return nil
+}
+
+// startTool runs a tool server (perftest) in a loop, one client session after the other,
+// on its own device (so its traffic is not in this daemon's counters).
+func (d *Daemon) startTool(name, addr string, mk func(host string, port int) func(context.Context) error) error {
+	host, port, err := splitToolAddr(name, addr)
+	if err != nil {
+		return err
+	}
+	run := mk(host, port)
+	d.wg.Add(1)
+	go func() {
+		defer d.wg.Done()
+		for d.ctx.Err() == nil {
+			err := run(d.ctx)
+			if d.ctx.Err() != nil {
+				return
+			}
+			if err != nil {
+				d.log.Error("tool server failed", "tool", name, "addr", addr, "err", err)
+				select { // a persistent failure (port in use) must not spin
+				case <-time.After(time.Second):
+				case <-d.ctx.Done():
+				}
+			}
+		}
+	}()
+	return nil
+}
+
+func (d *Daemon) logEvents() {
+	defer d.wg.Done()
+	for e := range d.dev.Events() {
+		attrs := []any{"event", e.Type.String()}
+		if e.QP != nil {
+			attrs = append(attrs, "qpn", e.QP.Num())
+		}
+		if e.Err != nil {
+			attrs = append(attrs, "err", e.Err)
+		}
+		d.log.Info("async event", attrs...)
+	}
+}
+
+// errTooManyListeners refuses a listener over Options.MaxListeners.
+var errTooManyListeners = errors.New("too many iWARP listeners")
+
+// listenIWARP adds an iWARP listener on addr (an IP literal and a port, see
+// parseListenAddr) and its accept loop, if there are fewer than MaxListeners.
+func (d *Daemon) listenIWARP(addr string) error {
+	if _, err := parseListenAddr(addr); err != nil {
+		return err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return errors.New("daemon closed")
+	}
+	if len(d.iwLns) >= d.o.MaxListeners {
+		d.listenRefused.Add(1)
+		return fmt.Errorf("%w (%d)", errTooManyListeners, d.o.MaxListeners)
+	}
+	ln, err := listenIWARP(d.dev, addr, d.o.CRC)
+	if err != nil {
+		return err
+	}
+	d.iwLns = append(d.iwLns, ln)
+	d.wg.Add(1)
+	go d.serve(ln)
+	return nil
+}
+
+// advertisement returns the private data of an accept: the target's 16-byte info, or
+// nothing without a target.
+func (d *Daemon) advertisement() []byte {
+	if d.mr == nil {
+		return nil
+	}
+	return d.mr.RemoteBuffer(0, d.mr.Len()).Append(nil)
+}
+
+func (d *Daemon) newQP() (*rnic.QP, error) {
+	return d.dev.CreateQP(d.pd, rnic.QPAttr{SendCQ: d.cq, RecvCQ: d.cq, Cap: rnic.QPCap{MaxSendWR: 1, MaxRecvWR: 1}})
+}
+
+// inboundDepth is the IRD the target grants: the initiator's ORD, capped at the device's
+// MaxIRD default; 0 (an MPA rev 1 peer, which sends no ORD) leaves the transport's default.
+func inboundDepth(ord int) int { return min(max(ord, 0), 128) }
+
+// serve accepts every connection request on ln with a new QP of the memory target, until
+// the daemon stops.
+func (d *Daemon) serve(ln *listener) {
+	defer d.wg.Done()
+	tr := ln.transport()
+	for {
+		r, err := ln.accept(d.ctx)
+		if err != nil {
+			return
+		}
+		qp, err := d.newQP()
+		if err != nil {
+			d.log.Warn("no QP for a connection", "transport", tr, "peer", r.remoteAddr(), "err", err)
+			r.reject()
+			continue
+		}
+		peer := r.remoteAddr()
+		mulpdu, err := r.accept(qp, d.advertisement(), inboundDepth(r.ord()))
+		if err != nil {
+			d.log.Warn("accept failed", "transport", tr, "peer", peer, "err", err)
+			_ = qp.Destroy()
+			continue
+		}
+		d.track(qp, &daemonConn{transport: tr, peer: peer, mulpdu: mulpdu})
+	}
+}
+
+// addConn records c in the QP table; d.mu is held.
+func (d *Daemon) addConn(c *daemonConn) {
+	d.conns[c.qpn] = c
+	if i, ok := slices.BinarySearch(d.qpns, c.qpn); !ok {
+		d.qpns = slices.Insert(d.qpns, i, c.qpn)
+	}
+}
+
+// removeConn forgets QP qpn; d.mu is held.
+func (d *Daemon) removeConn(qpn uint32) {
+	delete(d.conns, qpn)
+	if i, ok := slices.BinarySearch(d.qpns, qpn); ok {
+		d.qpns = slices.Delete(d.qpns, i, i+1)
+	}
+}
+
+// track records a connected QP and watches it: when its connection ends (or the daemon
+// stops) the QP is destroyed and forgotten.
+func (d *Daemon) track(qp *rnic.QP, c *daemonConn) {
+	c.qpn, c.info, c.done = qp.Num(), qp, make(chan struct{})
+	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
+		_ = qp.Destroy()
+		return
+	}
+	d.addConn(c)
+	d.wg.Add(1)
+	d.mu.Unlock()
+	d.log.Info("qp connected", "qpn", qp.Num(), "transport", c.transport, "peer", c.peer)
+	go func() {
+		defer d.wg.Done()
+		defer close(c.done)
+		select {
+		case <-qp.Done():
+		case <-d.ctx.Done():
+			qp.Disconnect()
+			select {
+			case <-qp.Done():
+			case <-time.After(stopTimeout):
+			}
+		}
+		_ = qp.Destroy()
+		d.mu.Lock()
+		d.removeConn(qp.Num())
+		d.mu.Unlock()
+		d.log.Info("qp closed", "qpn", qp.Num(), "state", qp.State().String())
+	}()
+}
+
+// Close shuts the daemon down: the control socket, the listeners, then every QP is
+// disconnected gracefully (bounded by stopTimeout), then the transports and the device
+// are closed and the target is unmapped. It waits for all the daemon's goroutines.
+func (d *Daemon) Close() error {
+	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
+		return nil
+	}
+	d.closed = true
+	lns, roLn := d.iwLns, d.roLn
+	d.mu.Unlock()
+	var errs []error
+	if d.srv != nil {
+		errs = append(errs, d.srv.Close())
+	}
+	d.cancel()
+	for _, ln := range lns {
+		errs = append(errs, ln.close())
+	}
+	if roLn != nil {
+		errs = append(errs, roLn.close())
+	}
+	// Connection watchers disconnect their QPs now (ctx is cancelled). Wait for them before
+	// the transports go away so the disconnects can be graceful.
+	d.mu.Lock()
+	conns := make([]*daemonConn, 0, len(d.conns))
+	for _, c := range d.conns {
+		conns = append(conns, c)
+	}
+	d.mu.Unlock()
+	for _, c := range conns {
+		<-c.done
+	}
+	if d.ep != nil {
+		errs = append(errs, d.ep.Close())
+	}
+	if d.dev != nil {
+		errs = append(errs, d.dev.Close()) // closes Events, ending logEvents
+	}
+	d.wg.Wait()
+	if d.rping != nil {
+		errs = append(errs, d.rping.Close())
+	}
+	if d.mr != nil {
+		errs = append(errs, d.mr.Dereg())
+	}
+	if d.mem != nil {
+		errs = append(errs, unix.Munmap(d.mem))
+		d.mem = nil
+	}
+	return errors.Join(errs...)
+}

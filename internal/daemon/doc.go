@@ -1,0 +1,25 @@
+// Package daemon is "softrnic daemon": one soft RNIC run as a standalone service — a
+// device with its iWARP and/or RoCEv2 transports, a memory target that peers can RDMA READ
+// and WRITE, optionally rping and perftest servers, and a control socket (internal/uapi)
+// that "softrnic stat" reads. It logs through log/slog (text, or JSON with -log-json).
+//
+// The memory target registers one region of -target-mib MiB (anonymous mmap) and accepts
+// every connection request on the daemon's listeners (listen.go is the one place that
+// listens and accepts). The accept private data (MPA Reply or IB CM REP) starts with the
+// region's 16-byte advertisement, an rnic.RemoteBuffer (the layout of rping's struct
+// rping_rdma_info):
+//
+//	offset  size  field
+//	0       8     addr   big-endian IOVA of the region's first byte (the tagged offset)
+//	8       4     rkey   big-endian STag granting Remote Read and Remote Write
+//	12      4     len    big-endian region length in bytes
+//
+// The target posts no receives: a peer that Sends to it gets a Terminate (iWARP) or RNR
+// NAKs (RoCEv2). RDMA READ and WRITE of the advertised range are all it serves.
+//
+// What outsiders can make the daemon hold is bounded, and each bound is counted in the
+// status (uapi.DaemonCounters): iWARP listeners (-max-listeners; listen_iwarp takes IP
+// literals only), control clients (-ctl-max-clients, -ctl-idle-timeout; the accept loop
+// backs off and retries when descriptors run out), rping sessions (-rping-max-sessions,
+// -rping-idle-timeout). The README's limits table lists them with their defaults.
+package daemon

@@ -1,0 +1,52 @@
+package tool
+
+import (
+	"io"
+	"testing"
+	"time"
+
+	"github.com/softrnic/softrnic/rnic"
+)
+
+func TestParseDuration(t *testing.T) {
+	if d, err := ParseDuration("timeout", "1.5s"); err != nil || d != 1500*time.Millisecond {
+		t.Fatal(d, err)
+	}
+	for _, bad := range []string{"-1s", "x", ""} {
+		if _, err := ParseDuration("timeout", bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}
+
+func TestParseIP(t *testing.T) {
+	if a, err := ParseIP("-a", "::ffff:10.0.0.1"); err != nil || a.String() != "10.0.0.1" {
+		t.Fatal(a, err)
+	}
+	if _, err := ParseIP("-a", "localhost"); err == nil {
+		t.Fatal("a name accepted")
+	}
+}
+
+func TestOutput(t *testing.T) {
+	if Output(nil) != io.Discard {
+		t.Fatal("nil writer")
+	}
+}
+
+// TestIBVStatus: the numbers and texts of libibverbs' enum ibv_wc_status.
+func TestIBVStatus(t *testing.T) {
+	for _, c := range []struct {
+		st   rnic.Status
+		code int
+		text string
+	}{
+		{rnic.StatusSuccess, 0, "success"}, {rnic.StatusWRFlushErr, 5, "Work Request Flushed Error"},
+		{rnic.StatusRemAccessErr, 10, "remote access error"}, {rnic.StatusRetryExcErr, 12, "transport retry counter exceeded"},
+		{rnic.StatusRNRRetryExcErr, 13, "RNR retry counter exceeded"},
+	} {
+		if code, text := IBVStatus(c.st); code != c.code || text != c.text {
+			t.Errorf("%v: %d %q", c.st, code, text)
+		}
+	}
+}
