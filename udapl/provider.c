@@ -16,6 +16,7 @@
 #include "_cgo_export.h"
 
 #include <dlfcn.h>
+#include <sched.h>
 #include <stdarg.h>
 
 /* ---- registration: called by libdat2 after dlopen ---------------------- */
@@ -253,9 +254,20 @@ static DAT_RETURN sr_evd_post_se(DAT_EVD_HANDLE evd, const DAT_EVENT *event)
 	return srEVDPostSE(evd, (DAT_EVENT *)event);
 }
 
+/*
+ * A Consumer polling an empty EVD (dapltest -P, dtest -p) spins on this
+ * call; the completion it waits for is produced by the engine's threads in
+ * the same process. Yielding the CPU after an empty poll lets them run when
+ * pollers outnumber cores (2 client and 2 server threads of dapltest on 2
+ * cores were 6 times slower than blocking waits without it).
+ */
 static DAT_RETURN sr_evd_dequeue(DAT_EVD_HANDLE evd, DAT_EVENT *event)
 {
-	return srEVDDequeue(evd, event);
+	DAT_RETURN r = srEVDDequeue(evd, event);
+
+	if (DAT_GET_TYPE(r) == DAT_QUEUE_EMPTY)
+		sched_yield();
+	return r;
 }
 
 static DAT_RETURN sr_evd_free(DAT_EVD_HANDLE evd)
