@@ -18,6 +18,10 @@ import (
 
 func init() {
 	transportFactories["iwarp"] = func(ia *IA) (transport, error) {
+		if c := ia.prov.IWARP; c != nil {
+			cfg := *c
+			return &iwarpTransport{ia: ia, cfg: &cfg}, nil
+		}
 		cfg := iwarp.DefaultConfig()
 		cfg.Extensions = true // RFC 7306 atomics and immediate data (dat↔dat)
 		return &iwarpTransport{ia: ia, cfg: cfg}, nil

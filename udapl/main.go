@@ -39,6 +39,7 @@ import (
 
 	"github.com/softrnic/softrnic/dat"
 	"github.com/softrnic/softrnic/internal/datconf"
+	"github.com/softrnic/softrnic/rnic/iwarp"
 )
 
 func main() {}
@@ -95,7 +96,7 @@ func srProviderInit(info *C.DAT_PROVIDER_INFO, params *C.char) {
 			return
 		}
 		p := &dat.Provider{Info: dat.ProviderInfo{Name: name, VersionMajor: dat.VersionMajor,
-			VersionMinor: dat.VersionMinor, ThreadSafe: true}, InstanceData: inst}
+			VersionMinor: dat.VersionMinor, ThreadSafe: true}, InstanceData: inst, IWARP: iwarpConfig()}
 		if err := registry.AddProvider(p); err != nil {
 			warn("softrnic: provider %s: %v", name, err)
 			return
@@ -147,4 +148,21 @@ func cstr(dst *C.char, n int, s string) {
 	b := unsafe.Slice((*byte)(unsafe.Pointer(dst)), n)
 	k := copy(b[:n-1], s)
 	b[k] = 0
+}
+
+// iwarpConfig is the iWARP transport configuration of the provider's IAs:
+// the package dat default (RFC 7306 extensions on, for the IB extension
+// operations) except that the IA does not ask for MPA CRCs. softrnic
+// transmits straight from registered memory and computes the CRC over it,
+// so a Consumer that rewrites a buffer while a Write or Read Response from
+// it is on the wire (dtest -w rewrites its source buffer between writes;
+// dtest -c rewrites the buffer its peer is reading) made the peer see a CRC
+// error and terminate the connection, where a hardware RNIC delivers the
+// torn data. CRCs are still used when the peer asks for them (RFC 5044
+// §7.1: either side's C bit); Linux siw does not by default.
+func iwarpConfig() *iwarp.Config {
+	c := iwarp.DefaultConfig()
+	c.Extensions = true
+	c.MPA.CRC = false
+	return c
 }
