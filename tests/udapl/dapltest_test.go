@@ -124,12 +124,26 @@ func runDapltest(t *testing.T, transport, srvConf, cliConf, host string, cases [
 				results.add(row{program: "dapltest " + c.name, transport: transport, command: cmdline, result: r,
 					secs: time.Since(t0).Seconds()})
 			}()
-			p := start(t, cliConf, "", 90*time.Second, "dapltest", args...)
-			out, err := p.wait()
-			if err != nil {
-				t.Fatalf("%s: %v\n%s", cmdline, err, tail(out, 30))
-			}
-			if err := dapltestOK(c, out); err != nil {
+			for attempt := 1; ; attempt++ {
+				p := start(t, cliConf, "", 90*time.Second, "dapltest", args...)
+				out, err := p.wait()
+				if err != nil {
+					t.Fatalf("%s: %v\n%s", cmdline, err, tail(out, 30))
+				}
+				err = dapltestOK(c, out)
+				if err == nil {
+					break
+				}
+				// limit_psp listens on qualifiers 0xAffab1e + 0..99, which fold (as
+				// in OFA's cma provider) to TCP ports 43414..43513, inside Linux's
+				// ephemeral range: a connection of another program (go test ./...
+				// runs packages in parallel) may hold one, and DAT_CONN_QUAL_IN_USE
+				// is then the right answer. Such a run is repeated, at most twice.
+				if c.kind == 'L' && strings.Contains(out, "DAT_CONN_QUAL_IN_USE") && attempt < 3 {
+					t.Logf("%s: a folded qualifier's port is in use by another socket, again:\n%s", cmdline, tail(out, 4))
+					c.note = strings.TrimPrefix(c.note+"; ", "; ") + "repeated: a port was in use by another socket"
+					continue
+				}
 				t.Fatalf("%s: %v\n%s", cmdline, err, tail(out, 30))
 			}
 			res = "pass"
