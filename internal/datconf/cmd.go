@@ -5,17 +5,21 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 )
 
-// Usage is the one-line summary of the "softrnic dat-conf" command.
-const Usage = "print dat.conf entries for the uDAPL provider library -lib path [-addr ip|ifname]"
+// Summary is the one-line summary of the "softrnic dat-conf" command.
+const Summary = "print dat.conf entries for the uDAPL provider library -lib path [-addr ip|ifname]"
 
-// Main is the "softrnic dat-conf" command: it prints the dat.conf entries
-// of the provider library given with -lib (made absolute, as libdat2
-// dlopens it from any working directory) on the address or interface given
-// with -addr, and returns the exit code.
-func Main(args []string, stdout, stderr io.Writer) int {
+// Main is the "softrnic dat-conf" command on the process's standard output
+// and error; it returns the exit code.
+func Main(args []string) int { return Run(args, os.Stdout, os.Stderr) }
+
+// Run prints the dat.conf entries of the provider library given with -lib
+// (made absolute, as libdat2 dlopens it from any working directory) on the
+// address or interface given with -addr, and returns the exit code.
+func Run(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("dat-conf", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	lib := fs.String("lib", "", "path of libdaplsoftrnic.so (required)")

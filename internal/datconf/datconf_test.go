@@ -72,7 +72,7 @@ func TestParseIAParams(t *testing.T) {
 
 func TestMainCommand(t *testing.T) {
 	var out, errb bytes.Buffer
-	if code := Main([]string{"-lib", "lib.so", "-addr", "127.0.0.2"}, &out, &errb); code != 0 {
+	if code := Run([]string{"-lib", "lib.so", "-addr", "127.0.0.2"}, &out, &errb); code != 0 {
 		t.Fatalf("exit %d: %s", code, errb.String())
 	}
 	es, err := dat.ParseConf(&out)
@@ -82,7 +82,7 @@ func TestMainCommand(t *testing.T) {
 	}
 	for _, args := range [][]string{{}, {"-addr", "1.2.3.4"}, {"-lib", "x", "extra"}, {"-lib", "x", "-addr", "a b"}} {
 		out.Reset()
-		if code := Main(args, &out, &errb); code != 2 || out.Len() != 0 {
+		if code := Run(args, &out, &errb); code != 2 || out.Len() != 0 {
 			t.Errorf("%q: exit %d, output %q", args, code, out.String())
 		}
 	}
