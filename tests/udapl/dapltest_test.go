@@ -136,9 +136,10 @@ func runDapltest(t *testing.T, transport, srvConf, cliConf, host string, cases [
 				}
 				// limit_psp listens on qualifiers 0xAffab1e + 0..99, which fold (as
 				// in OFA's cma provider) to TCP ports 43414..43513, inside Linux's
-				// ephemeral range: a connection of another program (go test ./...
-				// runs packages in parallel) may hold one, and DAT_CONN_QUAL_IN_USE
-				// is then the right answer. Such a run is repeated, at most twice.
+				// ephemeral range: outside a private namespace (see netns) a
+				// connection of another program may hold one, and
+				// DAT_CONN_QUAL_IN_USE is then the right answer. Such a run is
+				// repeated, at most twice.
 				if c.kind == 'L' && strings.Contains(out, "DAT_CONN_QUAL_IN_USE") && attempt < 3 {
 					t.Logf("%s: a folded qualifier's port is in use by another socket, again:\n%s", cmdline, tail(out, 4))
 					c.note = strings.TrimPrefix(c.note+"; ", "; ") + "repeated: a port was in use by another socket"

@@ -30,6 +30,14 @@ type env struct {
 	confA, confB string // 127.0.0.2, 127.0.0.3
 }
 
+// netns is the private network namespace the programs run in when the
+// tests run as root (CI): dtest's and dapltest's fixed connection
+// qualifiers fold to TCP ports inside Linux's ephemeral range (45248;
+// dapltest limit_psp's 43414..43513), where sockets of other programs
+// (go test ./... runs packages in parallel) would make them
+// DAT_CONN_QUAL_IN_USE. Without root the programs share the host's.
+var netns string
+
 var (
 	setupOnce sync.Once
 	shared    *env
@@ -44,6 +52,9 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	if tmpDir != "" {
 		os.RemoveAll(tmpDir)
+	}
+	if netns != "" {
+		_ = exec.Command("ip", "netns", "del", netns).Run()
 	}
 	if *update && code == 0 {
 		if err := results.writeREADME(filepath.Join("..", "..", "udapl", "README.md")); err != nil {
@@ -110,6 +121,18 @@ func build() (*env, string, error) {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return nil, "", fmt.Errorf("building the provider: %v\n%s", err, out)
 	}
+	if os.Geteuid() == 0 {
+		if _, err := exec.LookPath("ip"); err == nil {
+			ns := fmt.Sprintf("softrnic-udapl-%d", os.Getpid())
+			if out, err := exec.Command("ip", "netns", "add", ns).CombinedOutput(); err != nil {
+				return nil, "", fmt.Errorf("ip netns add %s: %v: %s", ns, err, out)
+			}
+			netns = ns
+			if out, err := exec.Command("ip", "netns", "exec", ns, "ip", "link", "set", "lo", "up").CombinedOutput(); err != nil {
+				return nil, "", fmt.Errorf("lo up in %s: %v: %s", ns, err, out)
+			}
+		}
+	}
 	for _, c := range []struct {
 		path *string
 		addr string
@@ -145,6 +168,10 @@ func start(t *testing.T, conf, want string, timeout time.Duration, prog string, 
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	p := &proc{name: prog, want: want, seen: make(chan struct{}), done: make(chan struct{})}
+	if netns != "" {
+		args = append([]string{"netns", "exec", netns, prog}, args...)
+		prog = "ip"
+	}
 	p.cmd = exec.CommandContext(ctx, prog, args...)
 	p.cmd.Env = append(os.Environ(), "DAT_OVERRIDE="+conf)
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
