@@ -99,7 +99,7 @@ func newNeighbours(h *netlink.Handle, ifindex int, local netip.Addr, send func([
 		n.probe.Close()
 		return nil, err
 	}
-	ev := make(chan netlink.Neigh, 64)
+	ev := make(chan neighEvent, 64)
 	n.wg.Add(2)
 	go n.readEvents(ev)
 	go n.resolver(ev)
@@ -196,9 +196,17 @@ func (n *neighbours) defer_(dst netip.Addr, frame []byte) bool {
 	return true
 }
 
+// neighEvent is one kernel neighbour update, copied out of the netlink
+// buffer: ip is invalid for "the table was re-read".
+type neighEvent struct {
+	ip  netip.Addr
+	mac [6]byte
+	ok  bool // a usable entry (else deleted or unusable)
+}
+
 // readEvents forwards the kernel's neighbour events for the netdev; on a
 // lost event (ENOBUFS) it re-reads the table.
-func (n *neighbours) readEvents(out chan<- netlink.Neigh) {
+func (n *neighbours) readEvents(out chan<- neighEvent) {
 	defer n.wg.Done()
 	defer close(out)
 	buf := make([]byte, 1<<16)
@@ -208,7 +216,7 @@ func (n *neighbours) readEvents(out chan<- netlink.Neigh) {
 			if errors.Is(err, unix.ENOBUFS) {
 				if n.dump() == nil {
 					select {
-					case out <- netlink.Neigh{}: // "table reread": wake the resolver
+					case out <- neighEvent{}: // "table reread": wake the resolver
 					case <-n.done:
 						return
 					}
@@ -229,11 +237,16 @@ func (n *neighbours) readEvents(out chan<- netlink.Neigh) {
 			if err != nil || ne.LinkIndex != n.ifindex {
 				continue
 			}
-			if m.Header.Type == unix.RTM_DELNEIGH {
-				ne.State = netlink.NUD_NONE
+			a, ok := netip.AddrFromSlice(ne.IP)
+			if !ok {
+				continue
+			}
+			e := neighEvent{ip: a.Unmap(), ok: m.Header.Type == unix.RTM_NEWNEIGH && usable(ne.State) && len(ne.HardwareAddr) == 6}
+			if e.ok {
+				e.mac = [6]byte(ne.HardwareAddr)
 			}
 			select {
-			case out <- *ne:
+			case out <- e:
 			case <-n.done:
 				return
 			}
@@ -243,7 +256,7 @@ func (n *neighbours) readEvents(out chan<- netlink.Neigh) {
 
 // resolver owns resolution: it reads routes, probes, applies neighbour
 // events and expires what waited too long.
-func (n *neighbours) resolver(ev <-chan netlink.Neigh) {
+func (n *neighbours) resolver(ev <-chan neighEvent) {
 	defer n.wg.Done()
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
@@ -257,12 +270,12 @@ func (n *neighbours) resolver(ev <-chan netlink.Neigh) {
 			if !ok {
 				return
 			}
-			if a, ok := netip.AddrFromSlice(ne.IP); ok {
+			if ne.ip.IsValid() {
 				n.mu.Lock()
-				if usable(ne.State) && len(ne.HardwareAddr) == 6 {
-					n.hops[a.Unmap()] = [6]byte(ne.HardwareAddr)
+				if ne.ok {
+					n.hops[ne.ip] = ne.mac
 				} else {
-					delete(n.hops, a.Unmap())
+					delete(n.hops, ne.ip)
 				}
 				n.mu.Unlock()
 			}
