@@ -30,9 +30,9 @@
 // receiver of its steering pair, which either copies what it needs at once
 // (the TCP stack) or keeps the frame and gives it back later with
 // [Port.Release] (the RoCEv2 link, so its payload is copied once, into the
-// transport's buffer). A receiver may keep at most KeepLimit frames (half the
-// receive frames): beyond that its frames are dropped and counted, so one
-// slow receiver cannot starve the others of receive frames.
+// transport's buffer). Receivers together keep at most KeepLimit frames per
+// socket (half its receive frames): beyond that frames are dropped and
+// counted, so a slow receiver cannot starve the others of receive frames.
 //
 // Transmission goes through [Port.Tx], which holds the port's send lock for
 // one batch: frames are built in UMEM frames and the batch is kicked with
@@ -154,6 +154,9 @@ type Options struct {
 	// Stats.RxInjectedDrops). It is for tests that inject loss; it runs on
 	// the receive goroutine and must not block.
 	DropRx func(frame []byte) bool
+	// DropTx is DropRx's counterpart for sent frames (counted in
+	// Stats.TxInjectedDrops); it runs under the send lock.
+	DropTx func(frame []byte) bool
 }
 
 // Stats are a port's counters.
@@ -162,8 +165,9 @@ type Stats struct {
 	// RxDropped counts received frames no receiver took: malformed, for a
 	// pair no longer steered, or beyond a receiver's KeepLimit.
 	RxDropped uint64
-	// RxInjectedDrops counts frames dropped by Options.DropRx.
-	RxInjectedDrops uint64
+	// RxInjectedDrops and TxInjectedDrops count frames dropped by
+	// Options.DropRx and DropTx.
+	RxInjectedDrops, TxInjectedDrops uint64
 	// TxDropped counts frames not sent for want of a free UMEM frame or TX
 	// ring slot after kicking the kernel.
 	TxDropped uint64

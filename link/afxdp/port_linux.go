@@ -6,12 +6,15 @@ import (
 	"encoding/binary"
 	"fmt"
 	"net/netip"
+	"runtime"
 	"sync"
 	"sync/atomic"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
 )
 
 const (
@@ -32,12 +35,14 @@ type Port struct {
 	maxFrame int // longest frame sent: MTU + Ethernet header, at most a UMEM frame
 	keep     int64
 	dropRx   func([]byte) bool
+	dropTx   func([]byte) bool
 
 	xsks  *ebpf.Map
 	ports *ebpf.Map
 	prog  *ebpf.Program
 	xlink link.Link
 	neigh *neighbours
+	ns    netns.NsHandle // the netdev's network namespace (Open's)
 
 	steerMu sync.Mutex                          // Steer/Unsteer
 	recv    atomic.Pointer[map[uint32]Receiver] // copy on write
@@ -47,7 +52,7 @@ type Port struct {
 	smu sync.Mutex // the TX and completion rings of socks[0]
 	tx  Tx
 
-	rxPackets, txPackets, rxDropped, rxInjected, txDropped atomic.Uint64
+	rxPackets, txPackets, rxDropped, rxInjected, txInjected, txDropped atomic.Uint64
 }
 
 // Open attaches the port to o.Interface (see the package comment for
@@ -79,8 +84,9 @@ func Open(o Options) (p *Port, err error) {
 		return nil, fmt.Errorf("%w: %s is not an Ethernet device", ErrNotSupported, o.Interface)
 	}
 	p = &Port{local: o.Addr.Unmap(), ifindex: attrs.Index, mtu: attrs.MTU, maxFrame: FrameSize,
-		keep: int64(half / 2), dropRx: o.DropRx}
+		keep: int64(half / 2), dropRx: o.DropRx, dropTx: o.DropTx}
 	p.tx.p = p
+	p.ns = netns.None()
 	if attrs.MTU > 0 {
 		p.maxFrame = min(FrameSize, ethLen+attrs.MTU)
 	}
@@ -92,6 +98,10 @@ func Open(o Options) (p *Port, err error) {
 			p = nil
 		}
 	}()
+	if p.ns, err = netns.Get(); err != nil {
+		nl.Close()
+		return p, fmt.Errorf("afxdp: network namespace: %w", err)
+	}
 	if p.neigh, err = newNeighbours(nl, attrs.Index, p.local, p.sendResolved); err != nil {
 		nl.Close()
 		return p, err
@@ -385,8 +395,13 @@ func (t *Tx) Next() []byte {
 
 // Queue queues the frame Next returned, n bytes long.
 func (t *Tx) Queue(n int) {
-	s := t.p.socks[0]
+	p := t.p
+	s := p.socks[0]
 	a := s.txFree[len(s.txFree)-1]
+	if p.dropTx != nil && p.dropTx(s.umem[a:a+uint64(n)]) {
+		p.txInjected.Add(1)
+		return // the frame stays free
+	}
 	s.txFree = s.txFree[:len(s.txFree)-1]
 	d := s.tx.desc(s.tx.local)
 	d.Addr, d.Len, d.Options = a, uint32(n), 0
@@ -453,7 +468,7 @@ func (p *Port) KeepLimit() int { return int(p.keep) }
 func (p *Port) Stats() Stats {
 	s := Stats{
 		RxPackets: p.rxPackets.Load(), TxPackets: p.txPackets.Load(), RxDropped: p.rxDropped.Load(),
-		RxInjectedDrops: p.rxInjected.Load(), TxDropped: p.txDropped.Load(),
+		RxInjectedDrops: p.rxInjected.Load(), TxInjectedDrops: p.txInjected.Load(), TxDropped: p.txDropped.Load(),
 	}
 	if p.neigh != nil {
 		p.neigh.stats(&s)
@@ -526,4 +541,29 @@ func (p *Port) release() {
 		p.neigh.close()
 		p.neigh = nil
 	}
+	if p.ns.IsOpen() {
+		_ = p.ns.Close()
+	}
+}
+
+// Socket creates a socket (socket(2) arguments; SOCK_CLOEXEC is added) in
+// the netdev's network namespace, from any goroutine: the userspace TCP
+// stack reserves its ports in the kernel with it.
+func (p *Port) Socket(domain, typ, proto int) (int, error) {
+	runtime.LockOSThread()
+	orig, err := netns.Get()
+	if err != nil {
+		runtime.UnlockOSThread()
+		return -1, err
+	}
+	defer orig.Close()
+	if err := netns.Set(p.ns); err != nil {
+		runtime.UnlockOSThread()
+		return -1, err
+	}
+	fd, serr := unix.Socket(domain, typ|unix.SOCK_CLOEXEC, proto)
+	if netns.Set(orig) == nil {
+		runtime.UnlockOSThread() // else the thread dies with the goroutine
+	}
+	return fd, serr
 }

@@ -32,4 +32,5 @@ func (p *Port) Queues() []int                                    { return nil }
 func (p *Port) QueueRxPackets() []uint64                         { return nil }
 func (p *Port) KeepLimit() int                                   { return 0 }
 func (p *Port) Stats() Stats                                     { return Stats{} }
+func (p *Port) Socket(domain, typ, proto int) (int, error)       { return -1, ErrNotSupported }
 func (p *Port) Close() error                                     { return nil }
