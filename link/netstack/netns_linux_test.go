@@ -65,7 +65,7 @@ func newRig(t testing.TB, loss float64, v6 bool) *rig {
 			t.Fatal(err)
 		}
 		defer et.Close()
-		if err := et.Change(e.Dev[1], map[string]bool{"tx-checksum-ip-generic": false}); err != nil {
+		if err := et.Change(e.Dev[1], map[string]bool{"tx-checksum-ip-generic": false, "rx-gro": true}); err != nil {
 			t.Fatalf("ethtool -K %s tx off: %v", e.Dev[1], err)
 		}
 	})

@@ -16,6 +16,7 @@ import (
 	"gvisor.dev/gvisor/pkg/tcpip"
 	"gvisor.dev/gvisor/pkg/tcpip/adapters/gonet"
 	"gvisor.dev/gvisor/pkg/tcpip/header"
+	"gvisor.dev/gvisor/pkg/tcpip/link/qdisc/fifo"
 	"gvisor.dev/gvisor/pkg/tcpip/network/ipv4"
 	"gvisor.dev/gvisor/pkg/tcpip/network/ipv6"
 	"gvisor.dev/gvisor/pkg/tcpip/stack"
@@ -23,7 +24,12 @@ import (
 	"gvisor.dev/gvisor/pkg/waiter"
 )
 
-const nicID = 1
+const (
+	nicID = 1
+	// txQueueLen bounds the packets waiting in the queueing discipline
+	// (gVisor drops beyond it and TCP retransmits).
+	txQueueLen = 4096
+)
 
 // ErrClosed is returned after Close.
 var ErrClosed = errors.New("netstack: closed")
@@ -99,7 +105,10 @@ func New(p *afxdp.Port, c *Config) (*Stack, error) {
 	if e := st.s.SetTransportProtocolOption(tcp.ProtocolNumber, &tw); e != nil {
 		return fail("TIME-WAIT", e)
 	}
-	if e := st.s.CreateNIC(nicID, st.ep); e != nil {
+	// gVisor's FIFO queueing discipline hands the link endpoint batches
+	// (up to fifo.BatchSize packets), so one sendto kicks many frames.
+	qd := fifo.New(st.ep, 1, txQueueLen)
+	if e := st.s.CreateNICWithOptions(nicID, st.ep, stack.NICOptions{QDisc: qd}); e != nil {
 		return fail("NIC", e)
 	}
 	st.proto = ipv4.ProtocolNumber
