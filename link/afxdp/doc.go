@@ -157,6 +157,17 @@ type Options struct {
 	// DropTx is DropRx's counterpart for sent frames (counted in
 	// Stats.TxInjectedDrops); it runs under the send lock.
 	DropTx func(frame []byte) bool
+	// Tap, if set, sees every frame the port receives on its sockets and
+	// every frame it queues for transmission (package capture's Writer is
+	// one).
+	Tap Tap
+}
+
+// A Tap sees frames as they are; Frame is called on the port's receive
+// goroutines and under its send lock, so it must copy what it keeps and
+// never block.
+type Tap interface {
+	Frame(frame []byte, outbound bool)
 }
 
 // Stats are a port's counters.

@@ -36,6 +36,7 @@ type Port struct {
 	keep     int64
 	dropRx   func([]byte) bool
 	dropTx   func([]byte) bool
+	tap      Tap
 
 	xsks  *ebpf.Map
 	ports *ebpf.Map
@@ -84,7 +85,7 @@ func Open(o Options) (p *Port, err error) {
 		return nil, fmt.Errorf("%w: %s is not an Ethernet device", ErrNotSupported, o.Interface)
 	}
 	p = &Port{local: o.Addr.Unmap(), ifindex: attrs.Index, mtu: attrs.MTU, maxFrame: FrameSize,
-		keep: int64(half / 2), dropRx: o.DropRx, dropTx: o.DropTx}
+		keep: int64(half / 2), dropRx: o.DropRx, dropTx: o.DropTx, tap: o.Tap}
 	p.tx.p = p
 	p.ns = netns.None()
 	if attrs.MTU > 0 {
@@ -263,6 +264,9 @@ func (p *Port) rxLoop(i int) {
 // dispatch parses f far enough to find its steering pair and offers it to
 // the receiver; it reports whether the receiver kept it.
 func (p *Port) dispatch(s *xsk, i int, f []byte, addr uint64, recv map[uint32]Receiver, ended *[]Receiver) bool {
+	if p.tap != nil {
+		p.tap.Frame(f, false)
+	}
 	if p.dropRx != nil && p.dropRx(f) {
 		p.rxInjected.Add(1)
 		return false
@@ -403,6 +407,9 @@ func (t *Tx) Queue(n int) {
 		return // the frame stays free
 	}
 	s.txFree = s.txFree[:len(s.txFree)-1]
+	if p.tap != nil {
+		p.tap.Frame(s.umem[a:a+uint64(n)], true)
+	}
 	d := s.tx.desc(s.tx.local)
 	d.Addr, d.Len, d.Options = a, uint32(n), 0
 	s.tx.local++

@@ -108,6 +108,9 @@ type Options struct {
 	ZeroCopy bool
 	// TOS and TTL of sent packets (TTL default 64).
 	TOS, TTL uint8
+	// Tap sees the port's frames as they are (package capture's Writer
+	// records them); only for a port the link opens.
+	Tap afxdp.Tap
 	// StrictICRC drops packets whose ICRC matches only the canonical
 	// header (ID 0) and not the real one, as rxe does; see the package
 	// comment.

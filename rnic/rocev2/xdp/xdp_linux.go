@@ -80,7 +80,7 @@ func New(o Options) (l *Link, err error) {
 	p, own := o.Port, false
 	if p == nil {
 		p, err = afxdp.Open(afxdp.Options{Interface: o.Interface, Addr: o.Addr.Addr(), Queue: o.Queue, AllQueues: o.AllQueues,
-			Frames: o.Frames, Mode: o.Mode, ZeroCopy: o.ZeroCopy})
+			Frames: o.Frames, Mode: o.Mode, ZeroCopy: o.ZeroCopy, Tap: o.Tap})
 		if err != nil {
 			return nil, err
 		}
