@@ -31,8 +31,9 @@
 // (the TCP stack) or keeps the frame and gives it back later with
 // [Port.Release] (the RoCEv2 link, so its payload is copied once, into the
 // transport's buffer). Receivers together keep at most KeepLimit frames per
-// socket (half its receive frames): beyond that frames are dropped and
-// counted, so a slow receiver cannot starve the others of receive frames.
+// socket (7/8 of its receive frames): beyond that frames are dropped and
+// counted, so a slow receiver cannot take the last receive frames from the
+// others.
 //
 // Transmission goes through [Port.Tx], which holds the port's send lock for
 // one batch: frames are built in UMEM frames and the batch is kicked with

@@ -85,7 +85,7 @@ func Open(o Options) (p *Port, err error) {
 		return nil, fmt.Errorf("%w: %s is not an Ethernet device", ErrNotSupported, o.Interface)
 	}
 	p = &Port{local: o.Addr.Unmap(), ifindex: attrs.Index, mtu: attrs.MTU, maxFrame: FrameSize,
-		keep: int64(half / 2), dropRx: o.DropRx, dropTx: o.DropTx, tap: o.Tap}
+		keep: int64(half - half/8), dropRx: o.DropRx, dropTx: o.DropTx, tap: o.Tap}
 	p.tx.p = p
 	p.ns = netns.None()
 	if attrs.MTU > 0 {
