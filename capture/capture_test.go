@@ -95,7 +95,9 @@ func TestByteBound(t *testing.T) {
 	for range 100 {
 		w.Frame(big, false)
 	}
-	if st := w.Stats(); st.Dropped < 90 {
+	// accepted: at most 7 through the 64 KiB bufio buffer before the file
+	// blocks, one in the writer's hands, 4 queued
+	if st := w.Stats(); st.Dropped == 0 || 100-st.Dropped > 7+1+4 {
 		t.Fatalf("byte bound not enforced: %+v", st)
 	}
 	w.Frame(make([]byte, maxRecord+1), false)
@@ -170,16 +172,19 @@ func TestConnSegments(t *testing.T) {
 	rep := mpaFrame("MPA ID Rep Frame", 0x50, "hi")
 	sent := [][]byte{req, fpdu(18), fpdu(1000), fpdu(3)}
 	stream := bytes.Join(sent, nil)
+	wrote := make(chan struct{})
 	go func() {
 		// written in chunks that cut frames anywhere
 		for off := 0; off < len(stream); off += 7 {
 			ca.Write(stream[off:min(off+7, len(stream))])
 		}
+		close(wrote)
 	}()
 	got := make([]byte, len(stream))
 	if _, err := io.ReadFull(peer, got); err != nil {
 		t.Fatal(err)
 	}
+	<-wrote // the last chunk is recorded before the reply starts
 	recv := bytes.Join([][]byte{rep, fpdu(40)}, nil)
 	go func() { peer.Write(recv) }()
 	buf := make([]byte, 5)
