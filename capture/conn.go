@@ -63,12 +63,15 @@ type stream struct {
 	buf      []byte
 }
 
+// Write records p before handing it to the connection: recorded after, the peer's answer
+// (read by another goroutine) could land in the capture ahead of what provoked it, and
+// Wireshark would miss the MPA exchange that lets it decode the stream. net.Conn writes
+// all of p or fail.
 func (c *conn) Write(p []byte) (int, error) {
-	n, err := c.Conn.Write(p)
-	if n > 0 {
-		c.feed(0, p[:n])
+	if len(p) > 0 {
+		c.feed(0, p)
 	}
-	return n, err
+	return c.Conn.Write(p)
 }
 
 func (c *conn) Read(p []byte) (int, error) {
