@@ -91,9 +91,9 @@ const (
 	ptDefCQMod   = 100   // DEF_CQ_MOD
 	ptMinIters   = 5     // MIN_ITER
 	ptMaxSize    = 1 << 30
-	ptCommRecvs  = 4  // receives kept posted on the communication QP
-	ptCommSlot   = 64 // bytes per communication receive buffer (messages are ≤ 56)
-	ptDefSettle  = iwarp.DefaultSettle
+	ptCommRecvs  = 4                // receives kept posted on the communication QP
+	ptCommSlot   = 64               // bytes per communication receive buffer (messages are ≤ 56)
+	ptDefSettle  = time.Duration(0) // accepted and ignored: rnic/iwarp nudges siw instead
 )
 
 type ptOpts struct {
@@ -141,8 +141,8 @@ func perftestUsage(w io.Writer) {
 	--roce			RoCEv2 + IB CM (as perftest -R on rxe); write and read only;
 				the server needs --bind (its RoCE address)
 	--timeout d		give up after the duration d (e.g. 60s)
-	--settle d		iWARP client: delay the first FPDU after connecting by d, for Linux
-			siw's accept race (default 200ms; 0 disables it)
+	--settle d		accepted for compatibility and ignored (rnic/iwarp handles siw's
+			accept race without a delay)
   ignored: -F, --CPU-freq, -d/--ib-dev, -x/--gid-index, -c RC, -i/--ib-port
 `)
 }
@@ -482,7 +482,7 @@ func (s *ptSession) printf(format string, args ...any) { fmt.Fprintf(s.o.stdout,
 // config is the MPA configuration perftest gets from siw through rdma_cm: rev 2 with the
 // IRD/ORD word, client-server model, CRC only when asked.
 func (s *ptSession) config() *iwarp.Config {
-	return &iwarp.Config{MPA: mpa.Config{Rev: 2, CRC: s.o.crc, MaxPrivateData: mpa.SiwMaxPrivateData}, Settle: s.o.settle}
+	return &iwarp.Config{MPA: mpa.Config{Rev: 2, CRC: s.o.crc, MaxPrivateData: mpa.SiwMaxPrivateData}}
 }
 
 func (s *ptSession) postCommRecv(i int) error {

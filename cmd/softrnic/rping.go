@@ -64,9 +64,9 @@ const (
 	rpingCQDepth    = 2 * rpingSendDepth
 	rpingGoAheadLen = rpingInfoLen
 
-	// defaultSettle is the engine's delay of a client's first FPDU after connecting, a
-	// workaround for Linux siw's responder race (iwarp.Config.Settle).
-	defaultSettle = iwarp.DefaultSettle
+	// defaultSettle: --settle is accepted and ignored; rnic/iwarp handles Linux siw's
+	// responder race without a delay.
+	defaultSettle = time.Duration(0)
 )
 
 // rpingOpts are the parsed command-line options.
@@ -111,8 +111,8 @@ func rpingUsage(w io.Writer) {
 	-p port		port (default 7174)
 	--crc		request MPA CRC32c (rping has no such flag; siw follows the request)
 	--timeout d	give up after the duration d (e.g. 30s)
-	--settle d	iWARP client: delay the first FPDU after connecting by d, for Linux siw's
-			accept race (default 200ms; 0 disables it)
+	--settle d	accepted for compatibility and ignored (rnic/iwarp handles siw's
+			accept race without a delay)
 	--fault f	inject a fault: write-bad-stag, read-bad-stag (server), sink-oob (client)
 	--roce		RoCEv2 (IB CM over UDP 4791, as rping on rxe) instead of iWARP;
 			the server needs -a (its RoCE address)
@@ -414,7 +414,7 @@ func (s *rpingSession) debugf(format string, args ...any) {
 // config is the MPA configuration rping uses on siw: rev 2 (enhanced, IRD/ORD word),
 // client-server model, CRC only when asked.
 func (s *rpingSession) config() *iwarp.Config {
-	return &iwarp.Config{MPA: mpa.Config{Rev: 2, CRC: s.o.crc, MaxPrivateData: mpa.SiwMaxPrivateData}, Settle: s.o.settle}
+	return &iwarp.Config{MPA: mpa.Config{Rev: 2, CRC: s.o.crc, MaxPrivateData: mpa.SiwMaxPrivateData}}
 }
 
 func (s *rpingSession) postRecv() error {

@@ -27,7 +27,8 @@ type Conn struct {
 	params    mpa.Params
 	initiator bool
 	peerPD    []byte
-	procKey   string // responder: this connection's key in inProc
+	release   func()            // responder: gives back the listener's connection slot
+	lst       *listenerCounters // responder: the accepting listener's counters
 	mulpdu    int
 	ird, ord  int
 	ext       bool
@@ -35,12 +36,14 @@ type Conn struct {
 	rd *mpa.Reader // FPDUs in (RFC 5044 §4): readv straight into registered memory
 	wr *mpa.Writer // FPDUs out, batched into vectored writes
 
-	kick     chan struct{}
-	quit     chan struct{}
-	quitOnce sync.Once
-	running  atomic.Int32
-	done     chan struct{}
-	timer    *time.Timer
+	kick       chan struct{}
+	quit       chan struct{}
+	quitOnce   sync.Once
+	running    atomic.Int32
+	done       chan struct{}
+	timer      *time.Timer // graceful disconnect bound
+	firstTimer *time.Timer // responder: Config.FirstFPDUTimeout
+	ng         nudger      // initiator: see nudge.go
 
 	mu       sync.Mutex
 	cond     chan struct{} // closed when the responder may transmit (first FPDU received)
@@ -75,6 +78,7 @@ type Conn struct {
 	curGot    uint64
 	tagged    ddp.TaggedStream
 	rtrExpect bool
+	rxAny     bool // an FPDU has arrived
 	lastWrite bool
 }
 
@@ -97,7 +101,7 @@ func newConn(qp *rnic.QP, nc net.Conn, cfg Config, p mpa.Params, initiator bool,
 	c.mulpdu = cfg.MULPDU
 	if c.mulpdu <= 0 {
 		c.mulpdu = mpa.MULPDU(tcpMSS(nc), p.TxMarkers)
-		if ta, ok := nc.RemoteAddr().(*net.TCPAddr); ok && ta.IP.IsLoopback() && !p.TxMarkers {
+		if isLoopback(nc) && !p.TxMarkers {
 			// Loopback has no wire segments to align to (RFC 5044 §4.5 is a SHOULD):
 			// use the largest FPDU with 4-byte aligned payload.
 			c.mulpdu = mpa.MaxULPDU - 3
@@ -119,6 +123,7 @@ func newConn(qp *rnic.QP, nc net.Conn, cfg Config, p mpa.Params, initiator bool,
 	if initiator {
 		c.openGate()
 	}
+	c.nudgeStart()
 	return c
 }
 
@@ -214,16 +219,40 @@ func (c *Conn) wake() {
 	}
 }
 
-func (c *Conn) openGate() { c.condOnce.Do(func() { close(c.cond) }) }
+// openGate lets the sender transmit: at once for the initiator, at the initiator's first
+// FPDU for the responder (RFC 5044 §7.1.2).
+func (c *Conn) openGate() {
+	c.condOnce.Do(func() {
+		close(c.cond)
+		if c.firstTimer != nil {
+			c.firstTimer.Stop()
+		}
+	})
+}
+
+// firstFPDUExpired ends an accepted connection whose initiator has sent nothing within
+// Config.FirstFPDUTimeout.
+func (c *Conn) firstFPDUExpired() {
+	select {
+	case <-c.cond:
+		return
+	default:
+	}
+	if c.lst != nil {
+		c.lst.firstFPDUTimeouts.Add(1)
+	}
+	c.fail(rnic.EventQPFatal, ErrFirstFPDUTimeout)
+}
 
 // abort closes the socket (with RST when rst) and stops both goroutines.
 func (c *Conn) abort(rst bool) {
 	c.quitOnce.Do(func() {
 		close(c.quit)
-		if tc, ok := c.nc.(*net.TCPConn); ok && rst {
-			_ = tc.SetLinger(0)
+		if rst {
+			closeAbortive(c.nc)
+		} else {
+			_ = c.nc.Close()
 		}
-		_ = c.nc.Close()
 	})
 }
 
@@ -259,13 +288,27 @@ func (c *Conn) exit() {
 	if c.timer != nil {
 		c.timer.Stop()
 	}
+	if c.firstTimer != nil {
+		c.firstTimer.Stop()
+	}
 	err := c.err
 	c.mu.Unlock()
-	if c.procKey != "" {
-		inProc.Delete(c.procKey)
-	}
+	c.nudgeStop()
 	c.qp.TransportDone(err)
+	if c.release != nil {
+		c.release()
+	}
 	close(c.done)
+}
+
+// Err returns the error that ended the connection once Done is closed: nil after a
+// graceful disconnect, else the cause (a *TermError for a Terminate sent or received, an
+// *LLPError wrapping the I/O error for a lost connection, ErrFirstFPDUTimeout, …). The
+// QP's async event carries the same error.
+func (c *Conn) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
 }
 
 // fail moves the QP to Error because of an LLP or local error.

@@ -63,7 +63,7 @@ func newPair(t testing.TB, o *pairOpts) (cli, srv *side) {
 		o = &pairOpts{}
 	}
 	if o.cli == nil {
-		o.cli = DefaultConfig() // DefaultSettle: skipped, the responder is in-process
+		o.cli = DefaultConfig()
 	}
 	cli, srv = newSide(t, o), newSide(t, o)
 	ln, err := Listen(srv.dev, "127.0.0.1:0", o.srv)

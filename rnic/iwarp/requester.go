@@ -98,11 +98,12 @@ func (c *Conn) rxReadResp(h []byte, n int, plen uint64) bool {
 		c.sendTerm(rdmap.TermUnexpectedOpcode, h, n, nil)
 		return false
 	}
-	if t.STag() != e.sinkSTag {
+	// RFC 5041 §5: the STag and TO of a zero-length tagged message are not checked.
+	if plen > 0 && t.STag() != e.sinkSTag {
 		c.sendTerm(rdmap.FromDDP(ddp.ErrInvalidSTag), h, n, nil)
 		return false
 	}
-	if t.TO() != e.sinkTO+e.got || e.got+plen > e.size {
+	if (plen > 0 && t.TO() != e.sinkTO+e.got) || e.got+plen > e.size {
 		c.sendTerm(rdmap.FromDDP(ddp.ErrBaseBounds), h, n, nil)
 		return false
 	}

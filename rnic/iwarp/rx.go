@@ -78,6 +78,13 @@ func (c *Conn) readInto(segs [][]byte, off, n uint64) error {
 
 // segment processes one FPDU of ULPDU length n; it returns false when the receiver must stop.
 func (c *Conn) segment(n int) bool {
+	if !c.rxAny { // the peer's first FPDU
+		c.rxAny = true
+		c.notePeer()
+		if !c.rtrExpect {
+			c.openGate() // in peer-to-peer mode, once it is a valid RTR (rtr)
+		}
+	}
 	h := c.rh[:]
 	if n < 2 {
 		c.sendTerm(rdmap.TermCatastrophicStream, nil, 0, nil)
@@ -121,7 +128,6 @@ func (c *Conn) segment(n int) bool {
 		}
 	}
 	plen := uint64(n - hl - rl)
-	c.openGate()
 	if c.rtrExpect {
 		c.rtrExpect = false
 		if ok, handled := c.rtr(op, h[:hl+rl], n, plen); !ok {
@@ -162,30 +168,30 @@ func (c *Conn) end() bool {
 }
 
 // rtr handles the responder's first FPDU in peer-to-peer mode (RFC 6581 §9.2): it must be
-// an RTR of a type the responder accepted. handled reports that the FPDU was consumed.
+// an RTR of a type the responder accepted; then the responder may transmit. handled
+// reports that the FPDU was consumed.
 func (c *Conn) rtr(op rdmap.Opcode, h []byte, n int, plen uint64) (ok, handled bool) {
 	types := c.params.RTR
 	switch {
 	case op == rdmap.OpWrite && plen == 0 && types&mpa.RTRWrite != 0:
-		return c.end(), true
+		if !c.end() {
+			return false, true
+		}
+		c.openGate()
+		return true, true
 	case op == rdmap.OpReadRequest && types&mpa.RTRRead != 0:
 		rr := rdmap.ReadRequest(h[ddp.UntaggedLen:]) // segment checked its length
 		if rr.Size() == 0 {
-			if !c.end() {
-				return false, true
-			}
-			c.rxMSN[ddp.QNReadRequest] = c.rxMSN[ddp.QNReadRequest].Next()
-			c.mu.Lock()
-			c.irq.push(irqEntry{sinkSTag: rr.SinkSTag(), sinkTO: rr.SinkTO()})
-			c.mu.Unlock()
-			c.wake()
-			return true, true
+			// An ordinary zero-length Read Request: its checks, MSN and IRD slot apply.
+			c.openGate()
+			return c.rxReadReq(h, n), true
 		}
 	case op == rdmap.OpSend && plen == 0 && types&mpa.RTRSend != 0:
 		if !c.end() {
 			return false, true
 		}
 		c.rxMSN[ddp.QNSend] = c.rxMSN[ddp.QNSend].Next()
+		c.openGate()
 		return true, true
 	}
 	c.sendTerm(rdmap.TermMPANoMatchingRTR, nil, 0, nil)
@@ -215,7 +221,10 @@ func (c *Conn) rxWrite(h []byte, n int, plen uint64) bool {
 	if !c.end() {
 		return false
 	}
-	c.lastWrite = t.Last()
+	// A zero-length Write to STag index 0 (an RTR or a nudge; RFC 5041 §5 leaves it
+	// unchecked) is a no-op: it does not make the next Immediate Data a Write with
+	// Immediate (RFC 7306 §6). Our sender never names such an STag in a user's Write.
+	c.lastWrite = t.Last() && (plen > 0 || stag >= 1<<8)
 	return true
 }
 
@@ -310,15 +319,3 @@ func (c *Conn) rxImm(op rdmap.Opcode, h []byte, n int) bool {
 		Solicited: op == rdmap.OpImmediateDataSE}) // no invalidation: cannot fail
 	return true
 }
-
-// LLPError reports the loss of the TCP connection (RFC 5044 §8 code 1, "TCP connection
-// closed, terminated or lost") as the error of an EventQPFatal.
-type LLPError struct{ Err error }
-
-func (e *LLPError) Error() string { return "iwarp: connection lost: " + e.Err.Error() }
-
-// Unwrap returns the I/O error.
-func (e *LLPError) Unwrap() error { return e.Err }
-
-// Is matches rdmap.TermMPATCPClosed.
-func (e *LLPError) Is(target error) bool { return target == error(rdmap.TermMPATCPClosed) }

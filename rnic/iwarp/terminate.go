@@ -4,7 +4,6 @@ package iwarp
 // finds an error, receiving the peer's, and mapping errors to codes, statuses and events.
 
 import (
-	"net"
 	"time"
 
 	"github.com/softrnic/softrnic/ddp"
@@ -16,15 +15,13 @@ import (
 // briefly, so the Terminate is delivered rather than destroyed by a reset (closing a
 // socket with unread data makes TCP send RST). The receiver has already stopped.
 func (c *Conn) lingerClose() {
-	tc, ok := c.nc.(*net.TCPConn)
-	if !ok {
+	if !closeWrite(c.nc) {
 		return
 	}
-	_ = tc.CloseWrite()
-	_ = tc.SetReadDeadline(time.Now().Add(time.Second))
+	_ = c.nc.SetReadDeadline(time.Now().Add(time.Second))
 	var buf [512]byte
 	for {
-		if _, err := tc.Read(buf[:]); err != nil {
+		if _, err := c.nc.Read(buf[:]); err != nil {
 			return
 		}
 	}

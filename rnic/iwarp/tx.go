@@ -6,7 +6,6 @@ package iwarp
 
 import (
 	"errors"
-	"net"
 	"time"
 
 	"github.com/softrnic/softrnic/ddp"
@@ -40,9 +39,7 @@ func (c *Conn) sendLoop() {
 			stop := c.closing || c.rxEOF
 			c.mu.Unlock()
 			if stop {
-				if tc, ok := c.nc.(*net.TCPConn); ok {
-					_ = tc.CloseWrite()
-				} else {
+				if !closeWrite(c.nc) {
 					c.abort(false)
 				}
 				return
@@ -50,15 +47,6 @@ func (c *Conn) sendLoop() {
 		}
 	}
 	c.wake() // kicks consumed while gated
-	if c.initiator && c.cfg.Settle > 0 {
-		t := time.NewTimer(c.cfg.Settle)
-		select {
-		case <-t.C:
-		case <-c.quit:
-			t.Stop()
-			return
-		}
-	}
 	c.txMu.Lock()
 	if c.initiator && c.params.P2P {
 		err := c.sendRTR()
@@ -96,6 +84,10 @@ func (c *Conn) sendLoop() {
 // The caller holds txMu.
 func (c *Conn) pump() (exit bool) {
 	for {
+		if err := c.sendNudge(); err != nil {
+			c.fail(rnic.EventQPFatal, &LLPError{Err: err})
+			return true
+		}
 		c.mu.Lock()
 		if c.termSend {
 			b, te := c.term, c.termErr
@@ -132,9 +124,7 @@ func (c *Conn) pump() (exit bool) {
 		c.mu.Unlock()
 		if rxEOF {
 			_ = c.flush()
-			if tc, ok := c.nc.(*net.TCPConn); ok {
-				_ = tc.CloseWrite()
-			}
+			closeWrite(c.nc)
 			return true
 		}
 		w := c.held
@@ -147,9 +137,7 @@ func (c *Conn) pump() (exit bool) {
 				return true
 			}
 			if closing && outstanding == 0 && !c.qp.SendPending() {
-				if tc, ok := c.nc.(*net.TCPConn); ok {
-					_ = tc.CloseWrite()
-				} else {
+				if !closeWrite(c.nc) {
 					c.abort(false)
 				}
 				return true
@@ -276,7 +264,14 @@ func (c *Conn) sendWQE(w *rnic.SendWQE) error {
 		if w.Opcode == rnic.OpWriteImm && !c.ext {
 			return c.localError(w, rnic.StatusLocQPOpErr, rnic.EventQPReqErr)
 		}
-		if err := c.sendTagged(rdmap.OpWrite, w.RKey, w.RemoteAddr, w.Segs, w.Len); err != nil {
+		stag := w.RKey
+		if w.Opcode == rnic.OpWriteImm && w.Len == 0 && stag < 1<<8 {
+			// The peer takes a zero-length Write to STag index 0 for a no-op (rxWrite);
+			// the STag of a zero-length Write is not checked (RFC 5041 §5), so name
+			// another one and keep the Immediate Data paired with this Write.
+			stag = 1 << 8
+		}
+		if err := c.sendTagged(rdmap.OpWrite, stag, w.RemoteAddr, w.Segs, w.Len); err != nil {
 			return err
 		}
 		if w.Opcode == rnic.OpWriteImm {
@@ -413,8 +408,12 @@ func (c *Conn) fpdu(hdr []byte, payload [][]byte) error {
 
 // flush writes the batch and completes the WQEs written in it.
 func (c *Conn) flush() error {
+	wrote := c.wr.Buffered() > 0
 	if err := c.wr.Flush(); err != nil {
 		return err
+	}
+	if wrote {
+		c.noteTx()
 	}
 	for i, w := range c.sent {
 		c.qp.CompleteSend(w, rnic.StatusSuccess)
