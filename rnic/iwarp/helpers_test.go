@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/softrnic/softrnic/ddp"
+	"github.com/softrnic/softrnic/rdmap"
 	"github.com/softrnic/softrnic/rnic"
 )
 
@@ -179,4 +181,11 @@ func settle(t testing.TB, from, to *side) {
 	if c := wait(t, to.rcq); c.WRID != 0xfeed || c.Status != rnic.StatusSuccess {
 		t.Fatalf("settle recv: %+v", c)
 	}
+}
+
+// rtrWrite returns siw's Write RTR: the header of a zero-length RDMA Write to STag 1, TO 0.
+func rtrWrite() []byte {
+	h := make([]byte, ddp.TaggedLen)
+	ddp.Tagged(h).Init(true, rdmap.Control(rdmap.OpWrite), 1, 0)
+	return h
 }
