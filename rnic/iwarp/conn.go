@@ -41,6 +41,7 @@ type Conn struct {
 	quitOnce   sync.Once
 	running    atomic.Int32
 	done       chan struct{}
+	rxDone     chan struct{} // closed when the receiver has stopped
 	timer      *time.Timer // graceful disconnect bound
 	firstTimer *time.Timer // responder: Config.FirstFPDUTimeout
 	ng         nudger      // initiator: see nudge.go
@@ -78,14 +79,17 @@ type Conn struct {
 	curGot    uint64
 	tagged    ddp.TaggedStream
 	rtrExpect bool
-	rxAny     bool // an FPDU has arrived
+	rxAny     bool   // an FPDU has arrived
+	staging   bool   // CRC negotiated: each ULPDU is read whole and verified first (stage)
+	stageBuf  []byte // the staging buffer
+	staged    []byte // the unread rest of the staged ULPDU
 	lastWrite bool
 }
 
 func newConn(qp *rnic.QP, nc net.Conn, cfg Config, p mpa.Params, initiator bool, peerPD []byte) *Conn {
 	c := &Conn{uqp: qp, nc: nc, cfg: cfg, params: p, initiator: initiator, peerPD: peerPD,
 		ext: cfg.Extensions, kick: make(chan struct{}, 1), quit: make(chan struct{}),
-		done: make(chan struct{}), cond: make(chan struct{})}
+		done: make(chan struct{}), cond: make(chan struct{}), rxDone: make(chan struct{})}
 	c.ird, c.ord = int(p.IRD), int(p.ORD)
 	if c.ird > qp.Device().Config().MaxIRD {
 		c.ird = qp.Device().Config().MaxIRD
@@ -120,6 +124,7 @@ func newConn(qp *rnic.QP, nc net.Conn, cfg Config, p mpa.Params, initiator bool,
 		c.rxMSN[i] = ddp.InitialMSN
 	}
 	c.rtrExpect = !initiator && p.P2P
+	c.staging = p.CRC
 	if initiator {
 		c.openGate()
 	}

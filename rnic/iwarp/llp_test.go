@@ -92,7 +92,8 @@ func TestErrorsWrapCause(t *testing.T) {
 	if !errors.As(err, &rej) || string(rej.PrivateData) != "no" || !errors.Is(err, mpa.ErrRejected) {
 		t.Fatalf("rejected dial: %v", err)
 	}
-	if s := ln.Stats(); s.Rejected != 1 || s.Active != 0 {
+	waitFor(t, "the rejected connection's slot", func() bool { return ln.Stats().Active == 0 })
+	if s := ln.Stats(); s.Rejected != 1 {
 		t.Fatalf("listener stats after a reject: %+v", s)
 	}
 }

@@ -16,10 +16,14 @@ import (
 
 func (c *Conn) recvLoop() {
 	defer c.exit()
+	defer close(c.rxDone)
 	for {
 		n, err := c.rd.Next()
 		if err != nil {
 			c.rxError(err)
+			return
+		}
+		if c.staging && !c.stage(n) {
 			return
 		}
 		if !c.segment(n) {
@@ -64,11 +68,49 @@ func (c *Conn) rxError(err error) {
 	c.fail(rnic.EventQPFatal, &LLPError{Err: err})
 }
 
+// stage reads the whole ULPDU of the FPDU just started (n bytes) into the connection's
+// staging buffer and verifies its CRC before any of it is interpreted or placed. With CRC
+// negotiated a ULPDU is not passed to DDP before its CRC has been verified (RFC 5044 §6,
+// §7), so an FPDU with a bad CRC leaves no trace in any region, even when the corruption
+// is in the header that names the target. The cost is one copy of the payload (staging
+// buffer to registered memory); the buffer grows to the largest FPDU received, at most
+// 64 KiB (MPA's 16-bit length).
+func (c *Conn) stage(n int) bool {
+	if cap(c.stageBuf) < n {
+		c.stageBuf = make([]byte, max(n, min(2*cap(c.stageBuf), mpa.MaxULPDU)))
+	}
+	b := c.stageBuf[:n]
+	if err := c.rd.ReadFull(b); err != nil {
+		c.rxError(err)
+		return false
+	}
+	if err := c.rd.End(); err != nil {
+		c.rxError(err) // a CRC error: Terminate LLP / MPA / CRC (2/0/0x02)
+		return false
+	}
+	c.staged = b
+	return true
+}
+
+// rxRead fills p with the next len(p) bytes of the current ULPDU: from the verified
+// staging buffer when CRC is on, else straight from the stream.
+func (c *Conn) rxRead(p []byte) error {
+	if !c.staging {
+		return c.rd.ReadFull(p)
+	}
+	if len(p) > len(c.staged) {
+		return mpa.ErrShortULPDU
+	}
+	copy(p, c.staged)
+	c.staged = c.staged[len(p):]
+	return nil
+}
+
 // readInto reads n payload bytes of the current FPDU into segs at offset off.
 func (c *Conn) readInto(segs [][]byte, off, n uint64) error {
 	c.rxPieces = rnic.Segs(segs).Slices(c.rxPieces, off, n)
 	for _, p := range c.rxPieces {
-		if err := c.rd.ReadFull(p); err != nil {
+		if err := c.rxRead(p); err != nil {
 			return err
 		}
 	}
@@ -90,7 +132,7 @@ func (c *Conn) segment(n int) bool {
 		c.sendTerm(rdmap.TermCatastrophicStream, nil, 0, nil)
 		return false
 	}
-	if err := c.rd.ReadFull(h[:2]); err != nil {
+	if err := c.rxRead(h[:2]); err != nil {
 		c.rxError(err)
 		return false
 	}
@@ -99,7 +141,7 @@ func (c *Conn) segment(n int) bool {
 		c.sendTerm(rdmap.TermCatastrophicStream, nil, 0, nil)
 		return false
 	}
-	if err := c.rd.ReadFull(h[2:hl]); err != nil {
+	if err := c.rxRead(h[2:hl]); err != nil {
 		c.rxError(err)
 		return false
 	}
@@ -122,7 +164,7 @@ func (c *Conn) segment(n int) bool {
 		return false
 	}
 	if rl > 0 {
-		if err := c.rd.ReadFull(h[hl : hl+rl]); err != nil {
+		if err := c.rxRead(h[hl : hl+rl]); err != nil {
 			c.rxError(err)
 			return false
 		}
@@ -160,6 +202,10 @@ func (c *Conn) segment(n int) bool {
 }
 
 func (c *Conn) end() bool {
+	if c.staging {
+		c.staged = nil
+		return true
+	}
 	if err := c.rd.End(); err != nil {
 		c.rxError(err)
 		return false
@@ -214,7 +260,7 @@ func (c *Conn) rxWrite(h []byte, n int, plen uint64) bool {
 			return false
 		}
 	}
-	if err := c.rd.ReadFull(dst); err != nil {
+	if err := c.rxRead(dst); err != nil {
 		c.rxError(err)
 		return false
 	}

@@ -63,8 +63,8 @@ func (c *Conn) rxTerm(ctrl []byte, plen uint64) bool {
 	var buf [rdmap.TerminateMaxLen]byte
 	n := copy(buf[:], ctrl)
 	k := min(plen, uint64(len(buf)-n))
-	read := c.rd.ReadFull(buf[n:n+int(k)]) == nil
-	_ = c.rd.End()
+	read := c.rxRead(buf[n:n+int(k)]) == nil
+	c.end()
 	var msn ddp.MSN
 	found := false
 	if t, err := rdmap.ParseTerminate(buf[:n+int(k)]); read && err == nil && t.D && len(t.DDPHeader) == ddp.UntaggedLen {

@@ -6,6 +6,7 @@ package iwarp
 
 import (
 	"errors"
+	"syscall"
 	"time"
 
 	"github.com/softrnic/softrnic/ddp"
@@ -55,7 +56,7 @@ func (c *Conn) sendLoop() {
 		}
 		if err != nil {
 			c.txMu.Unlock()
-			c.fail(rnic.EventQPFatal, &LLPError{Err: err})
+			c.txFail(err)
 			return
 		}
 	}
@@ -85,7 +86,7 @@ func (c *Conn) sendLoop() {
 func (c *Conn) pump() (exit bool) {
 	for {
 		if err := c.sendNudge(); err != nil {
-			c.fail(rnic.EventQPFatal, &LLPError{Err: err})
+			c.txFail(err)
 			return true
 		}
 		c.mu.Lock()
@@ -115,7 +116,7 @@ func (c *Conn) pump() (exit bool) {
 			c.irqBusy++
 			c.mu.Unlock()
 			if err := c.sendResponse(&e); err != nil {
-				c.fail(rnic.EventQPFatal, &LLPError{Err: err})
+				c.txFail(err)
 				return true
 			}
 			continue
@@ -133,7 +134,7 @@ func (c *Conn) pump() (exit bool) {
 		}
 		if w == nil {
 			if err := c.flush(); err != nil {
-				c.fail(rnic.EventQPFatal, &LLPError{Err: err})
+				c.txFail(err)
 				return true
 			}
 			if closing && outstanding == 0 && !c.qp.SendPending() {
@@ -147,7 +148,7 @@ func (c *Conn) pump() (exit bool) {
 		if c.blocked(w, outstanding) {
 			c.held = w
 			if err := c.flush(); err != nil {
-				c.fail(rnic.EventQPFatal, &LLPError{Err: err})
+				c.txFail(err)
 				return true
 			}
 			if !c.blocked(w, c.outstanding()) {
@@ -157,7 +158,7 @@ func (c *Conn) pump() (exit bool) {
 		}
 		c.held = nil
 		if err := c.sendWQE(w); err != nil {
-			c.fail(rnic.EventQPFatal, &LLPError{Err: err})
+			c.txFail(err)
 			return true
 		}
 	}
@@ -202,12 +203,12 @@ func (c *Conn) fastPump() (more bool) {
 			break
 		}
 		if err := c.sendWQE(w); err != nil {
-			c.fail(rnic.EventQPFatal, &LLPError{Err: err})
+			c.txFail(err)
 			return false
 		}
 	}
 	if err := c.flush(); err != nil {
-		c.fail(rnic.EventQPFatal, &LLPError{Err: err})
+		c.txFail(err)
 		return false
 	}
 	return c.held != nil || c.qp.SendPending()
@@ -421,4 +422,29 @@ func (c *Conn) flush() error {
 	}
 	c.sent = c.sent[:0]
 	return nil
+}
+
+// txFailGrace is how long a failed write waits for the receiver to report the cause.
+const txFailGrace = 100 * time.Millisecond
+
+// txFail ends the connection after a failed write. The kernel reports the error that
+// ended a TCP connection (ETIMEDOUT, ECONNRESET, …) to one system call only; a write
+// after it fails with EPIPE. When our write got EPIPE, the receiver has or will at once
+// have the cause, so it is given up to txFailGrace to report it first: Conn.Err and the
+// QP's event then carry the cause rather than its symptom.
+func (c *Conn) txFail(err error) {
+	if !errors.Is(err, syscall.EPIPE) {
+		c.fail(rnic.EventQPFatal, &LLPError{Err: err})
+		return
+	}
+	go func() {
+		t := time.NewTimer(txFailGrace)
+		defer t.Stop()
+		select {
+		case <-c.rxDone:
+		case <-c.quit:
+		case <-t.C:
+		}
+		c.fail(rnic.EventQPFatal, &LLPError{Err: err})
+	}()
 }
