@@ -137,8 +137,8 @@ func (c *Conn) rxReadResp(h []byte, n int, plen uint64) bool {
 func (c *Conn) rxAtomicResp(h []byte, n int) bool {
 	u := ddp.Untagged(h)
 	dh, a := h[:ddp.UntaggedLen], h[ddp.UntaggedLen:]
-	if u.MSN() != c.rxMSN[ddp.QNAtomicResponse] {
-		c.sendTerm(rdmap.FromDDP(ddp.ErrMSNRange), dh, n, nil)
+	if te, ok := c.singleSegment(u, ddp.QNAtomicResponse); !ok {
+		c.sendTerm(te, dh, n, nil)
 		return false
 	}
 	c.mu.Lock()

@@ -51,8 +51,8 @@ func (c *Conn) sendResponse(e *irqEntry) error {
 
 func (c *Conn) rxReadReq(h []byte, n int) bool {
 	u := ddp.Untagged(h)
-	if u.MSN() != c.rxMSN[ddp.QNReadRequest] || u.MO() != 0 || !u.Last() {
-		c.sendTerm(rdmap.FromDDP(ddp.ErrMSNRange), h[:ddp.UntaggedLen], n, h[ddp.UntaggedLen:])
+	if te, ok := c.singleSegment(u, ddp.QNReadRequest); !ok {
+		c.sendTerm(te, h[:ddp.UntaggedLen], n, h[ddp.UntaggedLen:])
 		return false
 	}
 	rr := rdmap.ReadRequest(h[ddp.UntaggedLen:]) // segment checked its length
@@ -88,8 +88,8 @@ func (c *Conn) rxReadReq(h []byte, n int) bool {
 func (c *Conn) rxAtomicReq(h []byte, n int) bool {
 	u := ddp.Untagged(h)
 	dh, a := h[:ddp.UntaggedLen], h[ddp.UntaggedLen:]
-	if u.MSN() != c.rxMSN[ddp.QNReadRequest] || u.MO() != 0 || !u.Last() {
-		c.sendTerm(rdmap.FromDDP(ddp.ErrMSNRange), dh, n, nil)
+	if te, ok := c.singleSegment(u, ddp.QNReadRequest); !ok {
+		c.sendTerm(te, dh, n, nil)
 		return false
 	}
 	c.mu.Lock()

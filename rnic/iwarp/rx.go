@@ -106,6 +106,20 @@ func (c *Conn) rxRead(p []byte) error {
 	return nil
 }
 
+// singleSegment checks the DDP fields of an untagged message that is one segment by
+// definition (Read Request, atomic request and response, Immediate Data, Terminate):
+// the MSN expected on queue qn (RFC 5041 §7.2 "invalid MSN - MSN range"), then MO 0 and
+// L set ("invalid MO": any other segment of it would start past MO 0).
+func (c *Conn) singleSegment(u ddp.Untagged, qn int) (rdmap.TerminateError, bool) {
+	if u.MSN() != c.rxMSN[qn] {
+		return rdmap.FromDDP(ddp.ErrMSNRange), false
+	}
+	if u.MO() != 0 || !u.Last() {
+		return rdmap.FromDDP(ddp.ErrInvalidMO), false
+	}
+	return rdmap.TerminateError{}, true
+}
+
 // readInto reads n payload bytes of the current FPDU into segs at offset off.
 func (c *Conn) readInto(segs [][]byte, off, n uint64) error {
 	c.rxPieces = rnic.Segs(segs).Slices(c.rxPieces, off, n)
@@ -159,7 +173,16 @@ func (c *Conn) segment(n int) bool {
 		return false
 	}
 	rl := op.HeaderLen()
-	if n < hl+rl || (op != rdmap.OpTerminate && !op.CarriesPayload() && n != hl+rl) {
+	if n < hl+rl {
+		// The ULPDU ends inside the RDMAP header (a truncated Read Request, Terminate,
+		// atomic or Immediate Data): a malformed RDMAP message, for which RFC 5040
+		// §4.8 has no specific code.
+		c.sendTerm(rdmap.TermCatastrophicStream, h[:hl], n, nil)
+		return false
+	}
+	if op != rdmap.OpTerminate && !op.CarriesPayload() && n != hl+rl {
+		// Longer than the message's fixed size: it does not fit the buffer RDMAP
+		// provides for it (RFC 5041 §7.2 "DDP message too long for available buffer").
 		c.sendTerm(rdmap.FromDDP(ddp.ErrMessageTooLong), h[:hl], n, nil)
 		return false
 	}
@@ -189,7 +212,7 @@ func (c *Conn) segment(n int) bool {
 	case rdmap.OpReadRequest:
 		return c.rxReadReq(h[:hl+rl], n)
 	case rdmap.OpTerminate:
-		return c.rxTerm(h[hl:hl+rl], plen)
+		return c.rxTerm(h[:hl+rl], n, plen)
 	case rdmap.OpImmediateData, rdmap.OpImmediateDataSE:
 		return c.rxImm(op, h[:hl+rl], n)
 	case rdmap.OpAtomicRequest:
@@ -333,12 +356,12 @@ func (c *Conn) rxSend(op rdmap.Opcode, h []byte, n int, plen uint64) bool {
 
 func (c *Conn) rxImm(op rdmap.Opcode, h []byte, n int) bool {
 	u := ddp.Untagged(h)
-	if u.MSN() != c.rxMSN[ddp.QNSend] || c.cur != nil {
-		c.sendTerm(rdmap.FromDDP(ddp.ErrMSNRange), h[:ddp.UntaggedLen], n, nil)
-		return false
+	te, ok := c.singleSegment(u, ddp.QNSend)
+	if ok && c.cur != nil { // inside a Send: the Immediate Data took its MSN
+		te, ok = rdmap.FromDDP(ddp.ErrMSNRange), false
 	}
-	if u.MO() != 0 || !u.Last() {
-		c.sendTerm(rdmap.FromDDP(ddp.ErrInvalidMO), h[:ddp.UntaggedLen], n, nil)
+	if !ok {
+		c.sendTerm(te, h[:ddp.UntaggedLen], n, nil)
 		return false
 	}
 	if !c.end() {

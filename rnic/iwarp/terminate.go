@@ -56,18 +56,25 @@ func (c *Conn) sendTerm(te rdmap.TerminateError, hdr []byte, ulpLen int, rr []by
 
 // rxTerm handles a received Terminate (RFC 5040 §5.4): the oldest outstanding Read or
 // atomic completes with the matching status; the QP goes to Error.
-func (c *Conn) rxTerm(ctrl []byte, plen uint64) bool {
+func (c *Conn) rxTerm(h []byte, n int, plen uint64) bool {
+	// RFC 5040 §5.4: one Terminate, on QN 2 (checked by rdmap.CheckSegment), in one
+	// segment; an invalid one is an error surfaced like any other (§7.1).
+	if te, ok := c.singleSegment(ddp.Untagged(h), ddp.QNTerminate); !ok {
+		c.sendTerm(te, h[:ddp.UntaggedLen], n, nil)
+		return false
+	}
+	ctrl := h[ddp.UntaggedLen:]
 	te := decodeTermWord(be.Uint32(ctrl))
 	// The echoed DDP header (D bit) names the offending message: a Read Request or
 	// atomic request (QN 1) identifies the outstanding WQE by its MSN.
 	var buf [rdmap.TerminateMaxLen]byte
-	n := copy(buf[:], ctrl)
-	k := min(plen, uint64(len(buf)-n))
-	read := c.rxRead(buf[n:n+int(k)]) == nil
+	m := copy(buf[:], ctrl)
+	k := min(plen, uint64(len(buf)-m))
+	read := c.rxRead(buf[m:m+int(k)]) == nil
 	c.end()
 	var msn ddp.MSN
 	found := false
-	if t, err := rdmap.ParseTerminate(buf[:n+int(k)]); read && err == nil && t.D && len(t.DDPHeader) == ddp.UntaggedLen {
+	if t, err := rdmap.ParseTerminate(buf[:m+int(k)]); read && err == nil && t.D && len(t.DDPHeader) == ddp.UntaggedLen {
 		if u := ddp.Untagged(t.DDPHeader); u.QN() == ddp.QNReadRequest {
 			msn, found = u.MSN(), true
 		}
