@@ -32,8 +32,8 @@ type Config struct {
 	// FirstFPDUTimeout is how long an accepted connection may wait for the initiator's
 	// first FPDU (the RTR in peer-to-peer mode) after the MPA Reply (default Timeout; a
 	// negative value means no limit). Then the connection is aborted and the QP moves to
-	// Error with ErrFirstFPDUTimeout. An initiator that has sent nothing after half of
-	// its own FirstFPDUTimeout sends a zero-length RDMA Write, so an idle softrnic
+	// Error with ErrFirstFPDUTimeout. An initiator that has sent nothing after a quarter
+	// of its own FirstFPDUTimeout sends a zero-length RDMA Write, so an idle softrnic
 	// initiator in the client-server model is not dropped by a softrnic responder.
 	FirstFPDUTimeout time.Duration
 	// Backlog is the number of connection requests a listener queues for Accept

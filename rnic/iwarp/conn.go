@@ -42,9 +42,9 @@ type Conn struct {
 	running    atomic.Int32
 	done       chan struct{}
 	rxDone     chan struct{} // closed when the receiver has stopped
-	timer      *time.Timer // graceful disconnect bound
-	firstTimer *time.Timer // responder: Config.FirstFPDUTimeout
-	ng         nudger      // initiator: see nudge.go
+	timer      *time.Timer   // graceful disconnect bound
+	firstTimer *time.Timer   // responder: Config.FirstFPDUTimeout
+	ng         nudger        // initiator: see nudge.go
 
 	mu       sync.Mutex
 	cond     chan struct{} // closed when the responder may transmit (first FPDU received)

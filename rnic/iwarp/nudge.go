@@ -29,7 +29,7 @@ package iwarp
 // once (RFC 5040 §5.2.1), so no nudge is ever sent to it; a siw responder caught in its
 // window gets a few, 1 ms apart at first. Nudges are counted (Conn.Nudges).
 //
-// In the client-server model an initiator that has sent nothing after half its
+// In the client-server model an initiator that has sent nothing after a quarter of its
 // Config.FirstFPDUTimeout sends one nudge as its first FPDU, so a responder with a first-
 // FPDU timeout (softrnic's) keeps an idle but live connection.
 
@@ -72,7 +72,7 @@ func (c *Conn) nudgeStart() {
 	}
 	if !c.params.P2P && c.cfg.FirstFPDUTimeout > 0 {
 		ng.mu.Lock()
-		ng.timer = time.AfterFunc(c.cfg.FirstFPDUTimeout/2, c.nudgeTick)
+		ng.timer = time.AfterFunc(c.cfg.FirstFPDUTimeout/4, c.nudgeTick)
 		ng.mu.Unlock()
 	}
 }
