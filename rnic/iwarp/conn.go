@@ -142,15 +142,24 @@ func (c *Conn) attach() error {
 	return nil
 }
 
-// start attaches c to the QP and runs its goroutines.
+// start attaches c to the QP, moves it to RTS and runs the connection.
 func (c *Conn) start() error {
 	if err := c.attach(); err != nil {
 		return err
 	}
+	if err := c.qp.Established(); err != nil {
+		c.qp.TransportDone(err)
+		return err
+	}
+	c.run()
+	return nil
+}
+
+// run starts the sender and receiver goroutines.
+func (c *Conn) run() {
 	c.running.Store(2)
 	go c.sendLoop()
 	go c.recvLoop()
-	return c.qp.Established()
 }
 
 // QP returns the bound queue pair.

@@ -387,17 +387,18 @@ func (r *ConnRequest) Accept(qp *rnic.QP, p ConnParam) (*Conn, error) {
 		conn.qp.TransportDone(err)
 		return nil, err
 	}
+	// RTS before the goroutines run, so nothing the initiator sends finds the QP Idle.
+	if err := conn.qp.Established(); err != nil {
+		r.drop()
+		err = fmt.Errorf("iwarp: accept %s: %w", r.nc.RemoteAddr(), err)
+		conn.qp.TransportDone(err)
+		return nil, err
+	}
 	r.l.st.established.Add(1)
 	if c.FirstFPDUTimeout > 0 {
 		conn.firstTimer = time.AfterFunc(c.FirstFPDUTimeout, conn.firstFPDUExpired)
 	}
-	conn.running.Store(2)
-	go conn.sendLoop()
-	go conn.recvLoop()
-	if err := conn.qp.Established(); err != nil {
-		conn.abort(true)
-		return nil, fmt.Errorf("iwarp: accept %s: %w", r.nc.RemoteAddr(), err)
-	}
+	conn.run()
 	return conn, nil
 }
 
