@@ -18,9 +18,10 @@ package iwarp
 //
 //   - the peer has sent nothing yet, a first nudge nudgeFirst after our first FPDU, then
 //     at doubling intervals, for at most Config.Timeout (then it gives up); and
-//   - in the client-server model, once after the peer's first FPDU if we had sent
-//     something before it (the peer's bytes prove its handler is installed, not that our
-//     earlier bytes were read; the next bytes we send make it read them).
+//   - in the client-server model, once nudgeFirst after the peer's first FPDU if we had
+//     sent something before it and nothing since (the peer's bytes prove its handler is
+//     installed, not that our earlier bytes were read; the next bytes we send make it
+//     read them, and those are usually our answer to the peer).
 //
 // It stops for good at the first FPDU from the peer in peer-to-peer mode (a responder
 // sends nothing before it has processed the RTR, and siw processes the RTR in the same
@@ -138,8 +139,10 @@ func (c *Conn) notePeer() {
 		ng.settle()
 		return
 	}
-	ng.want.Store(true) // one FPDU after the peer's, then noteTx settles
-	c.wake()
+	// One FPDU of ours must follow the peer's; usually the answer to it (a Read
+	// Response, say) is, and noteTx settles. If nothing goes out within nudgeFirst, a
+	// nudge does.
+	ng.timer.Reset(nudgeFirst)
 }
 
 // nudgeTick runs on the nudge timer.
@@ -150,7 +153,7 @@ func (c *Conn) nudgeTick() {
 	if ng.done.Load() {
 		return
 	}
-	if ng.sentAny {
+	if ng.sentAny && !ng.peer {
 		if time.Now().After(ng.horizon) {
 			ng.settle() // the peer stayed silent for the whole MPA timeout: give up
 			return

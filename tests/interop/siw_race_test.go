@@ -37,23 +37,31 @@ func raceConns(t *testing.T) int {
 // a 64-byte buffer) and waits for the server's reply, which comes after the server has
 // RDMA-Read the buffer. Modes: the default configuration (peer-to-peer, Read RTR, CRC),
 // the Write RTR, and the client-server model in MPA rev 2 (as softrnic rping) and rev 1.
+// MPA rev 1 has no IRD/ORD exchange and Linux's iWARP CM then gives the passive QP an
+// ORD of 0, so rping's server cannot RDMA-Read ("post send error"); rev 1 runs against
+// librdmacm's rdma_server instead (a 16-byte Send each way, one connection per run).
 func TestSiwAcceptRace(t *testing.T) {
 	g := guest(t)
 	n := raceConns(t)
 	modes := []struct {
-		name string
-		mpa  mpa.Config
+		name       string
+		mpa        mpa.Config
+		rdmaServer bool // rdma_server (restarted per connection) instead of rping -s -P
 	}{
-		{"default-p2p-read-rtr", iwarp.DefaultConfig().MPA},
-		{"p2p-write-rtr", mpa.Config{Rev: 2, P2P: true, RTR: mpa.RTRWrite, MaxPrivateData: mpa.SiwMaxPrivateData}},
-		{"client-server-rev2", mpa.Config{Rev: 2, MaxPrivateData: mpa.SiwMaxPrivateData}},
-		{"client-server-rev1", mpa.Config{Rev: 1, MaxPrivateData: mpa.SiwMaxPrivateData}},
+		{"default-p2p-read-rtr", iwarp.DefaultConfig().MPA, false},
+		{"p2p-write-rtr", mpa.Config{Rev: 2, P2P: true, RTR: mpa.RTRWrite, MaxPrivateData: mpa.SiwMaxPrivateData}, false},
+		{"client-server-rev2", mpa.Config{Rev: 2, MaxPrivateData: mpa.SiwMaxPrivateData}, false},
+		{"client-server-rev1", mpa.Config{Rev: 1, MaxPrivateData: mpa.SiwMaxPrivateData}, true},
 	}
 	for _, m := range modes {
 		t.Run(m.name, func(t *testing.T) {
 			record(t, PeerSiw, fmt.Sprintf("%d connections, first operation, no delay (%s)", n, m.name), "client")
 			p := port()
-			srv, err := g.Start(fmt.Sprintf("rping -s -P -a %s -p %d -S 64 > /tmp/race%d.out 2>&1", GuestSiwAddr, p, p), 30*time.Minute)
+			script := fmt.Sprintf("rping -s -P -a %s -p %d -S 64 > /tmp/race%d.out 2>&1", GuestSiwAddr, p, p)
+			if m.rdmaServer {
+				script = fmt.Sprintf("while :; do rdma_server -s %s -p %d >> /tmp/race%d.out 2>&1; done", GuestSiwAddr, p, p)
+			}
+			srv, err := g.Start(script, 30*time.Minute)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -84,6 +92,10 @@ func TestSiwAcceptRace(t *testing.T) {
 			pd, _ := d.AllocPD()
 			cq, _ := d.CreateCQ(64)
 			mr, _ := pd.RegMR(make([]byte, 128), rnic.AccessLocalWrite|rnic.AccessRemoteRead|rnic.AccessRemoteWrite)
+			diag := func() string { // the guest's side of a failure
+				r, _ := g.Run(fmt.Sprintf("dmesg | tail -20; echo '--- rping'; tail -20 /tmp/race%d.out", p), 10*time.Second)
+				return r.Output
+			}
 			var lat []time.Duration
 			var nudges, nudged uint64
 			addr := net.JoinHostPort(GuestSiwAddr, strconv.Itoa(p))
@@ -94,6 +106,11 @@ func TestSiwAcceptRace(t *testing.T) {
 				}
 				if err := qp.PostRecv(&rnic.RecvWR{WRID: 2, SGL: []rnic.SGE{mr.SGE(64, 64)}}); err != nil {
 					t.Fatal(err)
+				}
+				if m.rdmaServer && i > 0 {
+					if err := g.WaitCMListen(p, 60*time.Second); err != nil { // restarted
+						t.Fatal(err)
+					}
 				}
 				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 				conn, err := iwarp.Dial(ctx, qp, addr, cfg, iwarp.ConnParam{IRD: 1, ORD: 1})
@@ -112,11 +129,12 @@ func TestSiwAcceptRace(t *testing.T) {
 					k, err := cq.Wait(ctx, wc[:])
 					if err != nil || k != 1 {
 						cancel()
-						t.Fatalf("connection %d of %d: no answer from the guest's rping (%v; nudges %d; QP %v %v)",
-							i+1, n, err, conn.Nudges(), qp.State(), qp.Err())
+						t.Fatalf("connection %d of %d: no answer from the guest's rping (%v; nudges %d; QP %v %v)\n%s",
+							i+1, n, err, conn.Nudges(), qp.State(), qp.Err(), diag())
 					}
 					if wc[0].Status != rnic.StatusSuccess {
-						t.Fatalf("connection %d: %+v", i+1, wc[0])
+						<-conn.Done()
+						t.Fatalf("connection %d: %+v (QP %v, %v; nudges %d)\n%s", i+1, wc[0], qp.State(), conn.Err(), conn.Nudges(), diag())
 					}
 					if wc[0].WRID == 2 {
 						break
