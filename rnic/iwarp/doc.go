@@ -49,9 +49,10 @@
 // doorbell fast path that saves a goroutine hand-off per message). Completions, and so
 // CQ handlers, can therefore run on a goroutine that called PostSend.
 //
-// As RFC 5041 §5.2 and RFC 5040 §5.2.1 require, zero-length Writes and zero-length Read
-// Requests are not checked against the STag table (which is also how siw's RTR forms, STag
-// 1, pass); a zero-length Send still consumes a receive buffer.
+// As RFC 5041 §5 and RFC 5040 §5.2.1 require, zero-length Writes, Read Requests and Read
+// Responses are not checked against the STag table or their TO (which is also how siw's
+// RTR forms and our nudges, STag 1, pass); a zero-length Send still consumes a receive
+// buffer.
 //
 // iWARP has no receiver-not-ready flow control: a Send (or Immediate Data) that arrives
 // with no receive posted is answered with Terminate DDP / untagged buffer / "no buffer
@@ -69,6 +70,25 @@
 // untagged errors, EventQPFatal otherwise) whose Err is a *TermError, after which all
 // unfinished WQEs flush. A Terminate that echoes a Read or atomic request (QN 1, matched
 // by MSN) completes that WQE with RemAccessErr, RemInvReqErr or RemOpErr instead.
+//
+// # Other TCP stacks
+//
+// Any net.Conn carries iWARP ([Config.Dial] for Dial, [Serve] for a net.Listener); a
+// *net.TCPConn (the kernel's TCP) gets the fast paths and socket options, any other
+// net.Conn degrades as follows:
+//
+//	feature              *net.TCPConn                              other net.Conn
+//	payload placement    readv(2) into registered memory, with the plain Read (one call per
+//	                     next FPDU's header in the same call       piece), or ReadVectored if
+//	                                                               it implements
+//	                                                               mpa.VectoredReader
+//	half-close           CloseWrite (FIN)                          CloseWrite if it has one,
+//	                                                               else a full Close
+//	abortive close       SetLinger(0): RST                         Close
+//	MULPDU default       from TCP_MAXSEG; 64 KiB on loopback       from a 1460-byte MSS
+//	dead-peer detection  keepalive, TCP_USER_TIMEOUT               whatever the conn does
+//	                     (Config.KeepAlive, Config.UserTimeout)
+//	local address        the device's LocalAddr / Interface        whatever Config.Dial binds
 //
 // # Limits and timeouts
 //

@@ -1,18 +1,7 @@
 package iwarp
 
-// The LLP (RFC 5044 §1: TCP) as the engine uses it. Any net.Conn carries iWARP; a
-// *net.TCPConn (the kernel's TCP) gets the fast paths and the socket options:
-//
-//	feature              *net.TCPConn                              other net.Conn
-//	payload placement    readv(2) into registered memory, next     plain Read (one call per
-//	                     FPDU's header in the same call            piece); a conn implementing
-//	                                                               mpa.VectoredReader is used
-//	half-close           CloseWrite (FIN)                          CloseWrite if the conn has it,
-//	                                                               else a full Close
-//	abortive close       SetLinger(0) (RST)                        Close
-//	MULPDU default       from TCP_MAXSEG; 64 KiB on loopback       from a 1460-byte MSS
-//	dead-peer detection  TCP keepalive and TCP_USER_TIMEOUT         none (the conn's own)
-//	                     (Config.KeepAlive, Config.UserTimeout)
+// The LLP (RFC 5044 §1: TCP) as the engine uses it: the fast paths of a *net.TCPConn and
+// what any other net.Conn does instead (the package documentation, "Other TCP stacks").
 
 import (
 	"io"
