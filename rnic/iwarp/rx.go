@@ -252,8 +252,11 @@ func (c *Conn) rtr(op rdmap.Opcode, h []byte, n int, plen uint64) (ok, handled b
 		rr := rdmap.ReadRequest(h[ddp.UntaggedLen:]) // segment checked its length
 		if rr.Size() == 0 {
 			// An ordinary zero-length Read Request: its checks, MSN and IRD slot apply.
-			c.openGate()
-			return c.rxReadReq(h, n), true
+			ok := c.rxReadReq(h, n)
+			if ok {
+				c.openGate()
+			}
+			return ok, true
 		}
 	case op == rdmap.OpSend && plen == 0 && types&mpa.RTRSend != 0:
 		if !c.end() {
