@@ -168,7 +168,6 @@ func iwarpExchange(t *testing.T, w *Writer, crc bool, mulpdu int) {
 	cfg := iwarp.DefaultConfig()
 	cfg.MPA.CRC = crc
 	cfg.MULPDU = mulpdu
-	cfg.Settle = 0
 	ln, err := iwarp.Listen(b.dev, "127.0.0.1:0", cfg)
 	if err != nil {
 		t.Fatal(err)

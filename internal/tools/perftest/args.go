@@ -32,8 +32,6 @@ func Usage(w io.Writer) {
 	--roce			RoCEv2 + IB CM (as perftest -R on rxe); write and read only;
 				the server needs --bind (its RoCE address)
 	--timeout d		give up after the duration d (e.g. 60s)
-	--settle d		iWARP client: delay the first FPDU after connecting by d, for Linux
-			siw's accept race (default 200ms; 0 disables it)
   ignored: -F, --CPU-freq, -d/--ib-dev, -x/--gid-index, -c RC, -i/--ib-port
 `)
 }
@@ -79,7 +77,7 @@ func ParseArgs(args []string) (Options, error) {
 			case "roce":
 				o.RoCE = true
 				continue
-			case "timeout", "bind", "settle":
+			case "timeout", "bind":
 				if !ok {
 					if i+1 >= len(args) {
 						return o, fmt.Errorf("option --%s needs a value", n)
@@ -95,11 +93,7 @@ func ParseArgs(args []string) (Options, error) {
 				if err != nil {
 					return o, err
 				}
-				if n == "settle" {
-					o.Settle = d
-				} else {
-					o.Timeout = d
-				}
+				o.Timeout = d
 				continue
 			}
 			c, known := long[n]

@@ -19,7 +19,7 @@ import (
 // iwarpConfig is the MPA configuration perftest gets from siw through rdma_cm: rev 2 with
 // the IRD/ORD word, client-server model, CRC only when asked.
 func iwarpConfig(o *Options) *iwarp.Config {
-	return &iwarp.Config{MPA: mpa.Config{Rev: 2, CRC: o.CRC, MaxPrivateData: mpa.SiwMaxPrivateData}, Settle: o.Settle}
+	return &iwarp.Config{MPA: mpa.Config{Rev: 2, CRC: o.CRC, MaxPrivateData: mpa.SiwMaxPrivateData}}
 }
 
 // conn is an established connection; a RoCEv2 one lives in its endpoint and needs no

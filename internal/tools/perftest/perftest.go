@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/softrnic/softrnic/internal/tools/tool"
-	"github.com/softrnic/softrnic/rnic/iwarp"
 )
 
 // Summary is the one-line description "softrnic help" prints.
@@ -36,11 +35,10 @@ func (v Verb) String() string {
 // perftest defaults (perftest_parameters.h).
 // perftest defaults (perftest_parameters.h).
 const (
-	DefaultPort   = 18515 // DEF_PORT
-	DefaultSize   = 65536 // DEF_SIZE_BW
-	DefaultSettle = iwarp.DefaultSettle
-	MinIters      = 5 // MIN_ITER
-	MaxSize       = 1 << 30
+	DefaultPort = 18515 // DEF_PORT
+	DefaultSize = 65536 // DEF_SIZE_BW
+	MinIters    = 5     // MIN_ITER
+	MaxSize     = 1 << 30
 
 	defIters   = 1000 // DEF_ITERS
 	defItersWB = 5000 // DEF_ITERS_WB (write BW)
@@ -70,7 +68,6 @@ type Options struct {
 	CRC      bool          // --crc: request MPA CRC32c
 	RoCE     bool          // --roce: RoCEv2 with the IB CM instead of iWARP
 	Timeout  time.Duration // --timeout: bound on the whole run (0: none)
-	Settle   time.Duration // --settle: iWARP client: delay of the first FPDU after connecting
 	Linger   time.Duration // client: wait for the server to close before disconnecting
 
 	// Listening, if set, is called once the server listens, with its address (a
@@ -85,7 +82,7 @@ type Options struct {
 // Peer is set).
 func DefaultOptions(v Verb) Options {
 	o := Options{Verb: v, Port: DefaultPort, Size: DefaultSize, Iters: defIters, TxDepth: defTx, RxDepth: 1,
-		CQMod: defCQMod, OutReads: defOuts, Settle: DefaultSettle, Linger: time.Second}
+		CQMod: defCQMod, OutReads: defOuts, Linger: time.Second}
 	if v == Write {
 		o.Iters = defItersWB
 	}

@@ -256,7 +256,6 @@ func BenchmarkPerftestLoopback(b *testing.B) {
 			b.ReportAllocs()
 			b.ResetTimer()
 			_, _, _, _, serr, cerr := runPerftestPair(b, verb, []string{"-s", "65536", "-n", strconv.Itoa(n)}, func(srv, cli *Options) {
-				cli.Settle = 0
 			})
 			if serr != nil || cerr != nil {
 				b.Fatalf("server: %v client: %v", serr, cerr)

@@ -21,7 +21,7 @@ const connDepth = 1
 // iwarpConfig is the MPA configuration rping uses on siw: rev 2 (enhanced, IRD/ORD word),
 // client-server model, CRC only when asked.
 func iwarpConfig(o *Options) *iwarp.Config {
-	return &iwarp.Config{MPA: mpa.Config{Rev: 2, CRC: o.CRC, MaxPrivateData: mpa.SiwMaxPrivateData}, Settle: o.Settle}
+	return &iwarp.Config{MPA: mpa.Config{Rev: 2, CRC: o.CRC, MaxPrivateData: mpa.SiwMaxPrivateData}}
 }
 
 // conn is an established connection of either transport.

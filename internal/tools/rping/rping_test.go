@@ -29,7 +29,7 @@ func TestParseRpingArgs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !o.Server || o.Port != 7174 || o.Size != 64 || o.Count != 0 || o.Addr != "" || o.Settle != DefaultSettle {
+	if !o.Server || o.Port != 7174 || o.Size != 64 || o.Count != 0 || o.Addr != "" {
 		t.Fatalf("defaults: %+v", o)
 	}
 	// rping's size range: sizeof("2147483647") + sizeof("rdma-ping-%d: ") .. 64 KiB - 1.
