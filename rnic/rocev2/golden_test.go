@@ -82,7 +82,7 @@ func TestGoldenRxePingpong(t *testing.T) {
 	n := NewMemNet()
 	srvL, _ := n.NewLink(pkts[0].to, Faults{})
 	peer, _ := n.NewLink(netip.AddrPortFrom(pkts[0].from.Addr(), roce.UDPPort), Faults{})
-	dev, _ := rnic.Open(rnic.Config{})
+	dev, _ := rnic.Open(rnic.Config{StartQPN: 0x11}) // the capture's destination QP
 	defer dev.Close()
 	// Wrapped so the endpoint treats it as a UDP socket (IPv4 ICRC solved for the IP ID).
 	ep := NewEndpoint(dev, socketLike{srvL}, nil)
