@@ -161,3 +161,21 @@ func TestUDPSourcePort(t *testing.T) {
 		t.Error("explicit flow label ignored")
 	}
 }
+
+func TestMSNAndPSNPrev(t *testing.T) {
+	if m := MSN(MSNMask).Next(); m != 0 {
+		t.Fatalf("MSN wrap: %#x", m)
+	}
+	if m := MSN(5).Add(MSNMask); m != 4 {
+		t.Fatalf("MSN add -1: %d", m)
+	}
+	if !MSN(MSNMask).Less(2) || MSN(2).Less(MSNMask) || MSN(3).Distance(1) != 2 {
+		t.Fatal("MSN order across the wrap")
+	}
+	if p := PSN(0).Prev(); p != PSNMask {
+		t.Fatalf("PSN(0).Prev() = %v", p)
+	}
+	if p := PSN(7).Prev(); p != 6 {
+		t.Fatalf("PSN(7).Prev() = %v", p)
+	}
+}
