@@ -179,3 +179,19 @@ func TestMSNAndPSNPrev(t *testing.T) {
 		t.Fatalf("PSN(7).Prev() = %v", p)
 	}
 }
+
+func TestEntropyPort(t *testing.T) {
+	for _, c := range []struct {
+		port uint16
+		want bool
+	}{{0, true}, {1, false}, {UDPPort, false}, {0xBFFF, false}, {0xC000, true}, {0xFFFF, true}} {
+		if IsEntropyPort(c.port) != c.want {
+			t.Errorf("IsEntropyPort(%#x) = %v", c.port, !c.want)
+		}
+	}
+	for _, fl := range []uint32{0, 1, 0x3FFF, 0xFC000, 0xFFFFF} {
+		if p := FlowLabelToUDPSourcePort(fl); !IsEntropyPort(p) {
+			t.Errorf("flow label %#x → source port %#x outside the entropy range", fl, p)
+		}
+	}
+}

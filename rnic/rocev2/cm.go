@@ -1,5 +1,31 @@
 package rocev2
 
+// Connection management: the IB CM (IBTA Vol.1 chapter 12) as RDMA-CM uses it
+// over RoCEv2 — REQ/REP/RTU, REJ, MRA and DREQ/DREP MADs in UD SEND_ONLY
+// packets to QP1 (Q_Key 0x80010000), with RDMA-CM's TCP port-space service
+// IDs and the 36-byte cma_hdr at the start of the REQ private data. The API
+// mirrors rnic/iwarp: Listen, Listener.Accept, ConnRequest.Accept/Reject, Dial.
+//
+// This file is the agent every connection shares: MAD reception and checks,
+// retransmission, disconnection (DREQ/DREP), REJ, MRA and timewait.
+// cm_passive.go and cm_active.go are the two sides of connection setup.
+//
+// Connection states (IBTA §12.9.1, Figure 159, reduced to what RC over RDMA-CM uses):
+//
+//	state        side     left by
+//	ReqSent      active   REP → Established (RTU sent); REJ, timeout, ctx → Timewait
+//	ReqRcvd      passive  Accept → RepSent (REP sent); Reject, REJ, AcceptTimeout → Timewait
+//	RepSent      passive  RTU or the first packet → Established; REJ, REP timeout → Timewait
+//	Established  both     the QP ends → DreqSent; DREQ received → Timewait (DREP sent)
+//	DreqSent     both     DREP, DREQ or DREQ timeout → Timewait
+//	Timewait     both     after the CM response timeout: forgotten
+//
+// A MAD is taken only if it names one of our comm IDs, its own comm ID is the
+// peer's (once known), and it comes from the peer's address; others are dropped
+// and counted in Endpoint.CMDropped. MADs are retried (REQ, REP, DREQ) every
+// response timeout, MaxRetries times; duplicates are answered from the last MAD
+// sent (REQ → REP or MRA, REP → RTU, DREQ → DREP, REQ in Timewait → its REJ).
+
 import (
 	"errors"
 	"fmt"
@@ -11,47 +37,92 @@ import (
 	"github.com/softrnic/softrnic/roce"
 )
 
-// Connection management: the IB CM (IBTA Vol.1 chapter 12) as RDMA-CM uses it
-// over RoCEv2 — REQ/REP/RTU, REJ, MRA and DREQ/DREP MADs in UD SEND_ONLY
-// packets to QP1 (Q_Key 0x80010000), with RDMA-CM's TCP port-space service
-// IDs and the 36-byte cma_hdr at the start of the REQ private data. The API
-// mirrors rnic/iwarp: Listen, Listener.Accept, ConnRequest.Accept/Reject, Dial.
-
-// CMConfig are the CM timers of an endpoint's connection manager.
+// CMConfig are the settings of a listener (Listen) or of one connection attempt
+// (Dial). The zero value is the default configuration; the limits and timeouts
+// are tabled in the package documentation.
 type CMConfig struct {
-	// ResponseTimeout is the CM response timeout exponent (4.096 µs × 2^v;
-	// default 20 ≈ 4.3 s, RDMA-CM's CMA_CM_RESPONSE_TIMEOUT).
+	// ResponseTimeout is the CM response timeout exponent: a REQ, REP or DREQ
+	// unanswered for 4.096 µs × 2^v is resent (0: 20 ≈ 4.3 s, RDMA-CM's
+	// CMA_CM_RESPONSE_TIMEOUT; at most 31).
 	ResponseTimeout uint8
-	// MaxRetries is how often a REQ, REP or DREQ is resent (default 15).
+	// MaxRetries is how often a REQ, REP or DREQ is resent before the attempt
+	// fails (0: 15, the most the REQ's 4-bit field carries; CMNoRetry: never).
 	MaxRetries int
-	// Backlog is the number of pending requests per listener (default 128).
+	// Backlog bounds the listener's pending requests: received, not yet
+	// accepted or rejected (0: 128; Unlimited). Beyond it a REQ is answered
+	// with REJ "no resources".
 	Backlog int
+	// MaxConns bounds the listener's accepted connections alive at once (0:
+	// 1024; Unlimited). Beyond it a REQ is rejected as above.
+	MaxConns int
+	// AcceptTimeout is how long a request may wait for Accept or Reject
+	// before it is rejected with REJ "timeout" (0: 60 s; NoTimeout). While it
+	// waits, duplicate REQs are answered with MRAs.
+	AcceptTimeout time.Duration
+	// FirstMessageTimeout ends an accepted connection on which no packet was
+	// received or sent within this time after Accept (0: 60 s; NoTimeout): a
+	// peer that completes REQ/RTU and then stays silent does not hold a QP for
+	// ever. The connection ends as a disconnect (DREQ sent) whose error is
+	// ErrFirstMessageTimeout.
+	FirstMessageTimeout time.Duration
 }
+
+// CMNoRetry in CMConfig.MaxRetries sends each REQ, REP or DREQ once.
+const CMNoRetry = -1
+
+// Defaults of CMConfig.
+const (
+	DefaultResponseTimeout     = 20
+	DefaultMaxCMRetries        = 15
+	DefaultBacklog             = 128
+	DefaultMaxConns            = 1024
+	DefaultAcceptTimeout       = 60 * time.Second
+	DefaultFirstMessageTimeout = 60 * time.Second
+)
 
 func (c *CMConfig) norm() CMConfig {
 	var n CMConfig
 	if c != nil {
 		n = *c
 	}
-	if n.ResponseTimeout == 0 {
-		n.ResponseTimeout = 20
+	switch {
+	case n.ResponseTimeout == 0:
+		n.ResponseTimeout = DefaultResponseTimeout
+	case n.ResponseTimeout > 31:
+		n.ResponseTimeout = 31
 	}
-	if n.MaxRetries <= 0 {
+	switch {
+	case n.MaxRetries == 0:
+		n.MaxRetries = DefaultMaxCMRetries
+	case n.MaxRetries < 0:
+		n.MaxRetries = 0
+	case n.MaxRetries > 15:
 		n.MaxRetries = 15
 	}
-	if n.Backlog <= 0 {
-		n.Backlog = 128
+	limit(&n.Backlog, DefaultBacklog)
+	limit(&n.MaxConns, DefaultMaxConns)
+	dur := func(v *time.Duration, d time.Duration) {
+		switch {
+		case *v == 0:
+			*v = d
+		case *v < 0:
+			*v = NoTimeout
+		}
 	}
+	dur(&n.AcceptTimeout, DefaultAcceptTimeout)
+	dur(&n.FirstMessageTimeout, DefaultFirstMessageTimeout)
 	return n
 }
+
+func (c *CMConfig) timeout() time.Duration { return roce.TimeoutExp(c.ResponseTimeout) }
 
 // ConnParam are the per-connection parameters of Dial and ConnRequest.Accept
 // (struct rdma_conn_param).
 type ConnParam struct {
 	PrivateData   []byte // ≤ 56 bytes in a REQ (after the cma_hdr), ≤ 196 in a REP
-	IRD, ORD      int    // responder resources / initiator depth; 0 means 16
-	RetryCount    uint8  // 0 means 7
-	RNRRetryCount uint8  // 0 means 7 (infinite)
+	IRD, ORD      int    // responder resources / initiator depth; 0 means 16, at most 255
+	RetryCount    uint8  // 0 means 7; NoRetry: none
+	RNRRetryCount uint8  // 0 means 7 (infinite); NoRetry: none
 }
 
 // Errors of the connection manager.
@@ -59,10 +130,21 @@ var (
 	ErrCMClosed        = errors.New("rocev2: listener closed")
 	ErrCMTimeout       = errors.New("rocev2: CM response timeout")
 	ErrPrivateDataLong = errors.New("rocev2: private data too long")
-	errCMUsed          = errors.New("rocev2: connection request already answered")
+	// ErrRejected is wrapped by every *RejectError.
+	ErrRejected = errors.New("rocev2: connection rejected")
+	// ErrStaleConn: the peer rejected a connection as stale (REJ reason 10,
+	// IBTA §12.9.8.3: it still holds a connection from this QP number; connect
+	// with a new QP), or a connection ended because its peer started a new one
+	// from the same QP number. errors.Is(err, ErrStaleConn) holds for a
+	// *RejectError with that reason.
+	ErrStaleConn = errors.New("rocev2: stale connection")
+	// ErrLimit is returned by Accept when a connection limit is reached.
+	ErrLimit  = errors.New("rocev2: connection limit reached")
+	errCMUsed = errors.New("rocev2: connection request already answered")
 )
 
-// RejectError is returned by Dial when the peer answered with a REJ.
+// RejectError is returned by Dial when the peer answered with a REJ, and ends a
+// passive connection whose REP the peer rejected.
 type RejectError struct {
 	Reason      roce.RejectReason
 	PrivateData []byte
@@ -72,26 +154,46 @@ func (e *RejectError) Error() string {
 	return fmt.Sprintf("rocev2: connection rejected: %v (%d bytes private data)", e.Reason, len(e.PrivateData))
 }
 
+// Unwrap returns ErrRejected.
+func (e *RejectError) Unwrap() error { return ErrRejected }
+
+// Is reports ErrStaleConn for a stale-connection reject.
+func (e *RejectError) Is(target error) bool {
+	return target == ErrStaleConn && e.Reason == roce.RejStaleConn
+}
+
 type cmKey struct {
 	addr netip.Addr
-	id   uint32 // the peer's comm ID
+	id   uint32 // the peer's comm ID, or its QPN in byQPN
 }
 
 // cmConn is the CM state of one connection (either side).
 type cmConn struct {
-	localID, remoteID uint32
-	peer              netip.AddrPort // where MADs go
-	tid               uint64
-	conn              *Conn
-	active            bool
+	cfg       CMConfig
+	localID   uint32
+	peer      netip.AddrPort // the peer's link: where MADs and data go
+	remoteQPN uint32
+	tid       uint64
+	active    bool
+	l         *Listener // passive: the listener it counts against
+
+	// remoteID is the peer's comm ID, known from the REQ (passive) or the REP
+	// (active); guarded by the agent's mu.
+	remoteID uint32
 
 	mu       sync.Mutex
 	state    int
-	last     []byte // last MAD sent (for retries and duplicates)
+	conn     *Conn
+	req      *ConnRequest // passive, while pending
+	pending  bool         // counted in the pending requests
+	counted  bool         // counted in the passive connections
+	last     []byte       // last MAD sent (for retries and duplicates)
 	timer    *time.Timer
 	retries  int
 	reply    chan cmEvent // active side: REP/REJ/timeout
-	dreqDone chan struct{}
+	resolved bool         // established by an RTU or the first packet
+	rej      []byte       // the REJ we ended it with (resent for duplicate REQs)
+	endErr   error        // why the peer ended it before it was established
 }
 
 const (
@@ -100,7 +202,7 @@ const (
 	cmRepSent
 	cmEstablished
 	cmDreqSent
-	cmClosed
+	cmTimewait
 )
 
 type cmEvent struct {
@@ -110,49 +212,35 @@ type cmEvent struct {
 }
 
 type cmAgent struct {
-	e   *Endpoint
-	cfg CMConfig
+	e *Endpoint
 
 	mu        sync.Mutex
 	listeners map[uint16]*Listener
-	byLocal   map[uint32]*cmConn
-	byRemote  map[cmKey]*cmConn
+	byLocal   map[uint32]*cmConn // by our comm ID
+	byRemote  map[cmKey]*cmConn  // by the peer's IP and comm ID
+	byQPN     map[cmKey]*cmConn  // live connections by the peer's IP and QPN (stale detection)
+	pending   int                // requests not yet answered, over all listeners
+	conns     int                // passive connections alive, over all listeners
+	tw        []*cmConn          // in Timewait, in the order they entered it
 	psn       roce.PSN
 	txbuf     []byte
 }
 
-// CM returns the endpoint's connection manager, creating it with cfg on the
-// first call (later calls ignore cfg).
-func (e *Endpoint) cm(cfg *CMConfig) *cmAgent {
+// maxTimewait bounds the connections kept in Timewait; beyond it the oldest is
+// forgotten early.
+const maxTimewait = 4096
+
+// cm creates the endpoint's connection manager.
+func (e *Endpoint) cm() *cmAgent {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.cma == nil {
-		a := &cmAgent{e: e, cfg: cfg.norm(), listeners: make(map[uint16]*Listener), byLocal: make(map[uint32]*cmConn),
-			byRemote: make(map[cmKey]*cmConn), psn: roce.PSN(rand.Uint32() & roce.PSNMask)}
+		a := &cmAgent{e: e, listeners: make(map[uint16]*Listener), byLocal: make(map[uint32]*cmConn),
+			byRemote: make(map[cmKey]*cmConn), byQPN: make(map[cmKey]*cmConn), psn: roce.PSN(rand.Uint32() & roce.PSNMask)}
 		e.cma = a
 		e.gsi = a.input
-	} else if cfg != nil {
-		e.cma.mu.Lock()
-		e.cma.cfg = cfg.norm()
-		e.cma.mu.Unlock()
 	}
 	return e.cma
-}
-
-func (a *cmAgent) config() CMConfig {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.cfg
-}
-
-func (a *cmAgent) timeout() time.Duration { return roce.TimeoutExp(a.config().ResponseTimeout) }
-
-// peerPort is the UDP port MADs and data go to on a peer that sent from src.
-func (a *cmAgent) peerAddr(src netip.AddrPort) netip.AddrPort {
-	if a.e.cfg.PeerPort != 0 {
-		return netip.AddrPortFrom(src.Addr(), a.e.cfg.PeerPort)
-	}
-	return src
 }
 
 // send sends one CM MAD to QP1 at dst.
@@ -165,52 +253,114 @@ func (a *cmAgent) send(dst netip.AddrPort, mad []byte) {
 	b = append(b, mad...)
 	b = finish(b, len(mad), a.e.link.LocalAddr(), dst)
 	a.txbuf = b
-	_ = a.e.link.Send([][]byte{b}, dst)
+	a.e.send([][]byte{b}, dst)
 	a.mu.Unlock()
 }
 
-func newCommID() uint32 {
+// newLocal registers c under a fresh random comm ID (IBTA §12.6.1: comm IDs
+// must not repeat soon; random as Linux's cm.c allocates them).
+func (a *cmAgent) newLocal(c *cmConn) {
 	for {
-		if v := rand.Uint32(); v != 0 {
-			return v
+		id := rand.Uint32()
+		if id != 0 && a.byLocal[id] == nil {
+			c.localID = id
+			a.byLocal[id] = c
+			return
 		}
 	}
 }
 
-// arm (re)starts the retry timer of c: resend c.last until MaxRetries, then fail.
+// arm (re)starts the retry timer of c: resend c.last every response timeout
+// until MaxRetries, then call fail. c.mu is held by the caller.
 func (a *cmAgent) arm(c *cmConn, fail func()) {
-	d := a.timeout()
-	c.mu.Lock() // the callback takes c.mu first, so it sees c.timer set
-	defer c.mu.Unlock()
-	c.timer = time.AfterFunc(d, func() {
-		c.mu.Lock()
-		if c.state == cmEstablished || c.state == cmClosed || (c.state != cmReqSent && c.state != cmRepSent && c.state != cmDreqSent) {
-			c.mu.Unlock()
-			return
-		}
-		if c.retries >= a.config().MaxRetries {
-			c.mu.Unlock()
-			fail()
-			return
-		}
-		c.retries++
-		mad := c.last
-		c.timer.Reset(a.timeout())
+	if c.timer != nil {
+		c.timer.Stop()
+	}
+	c.retries = 0
+	c.timer = time.AfterFunc(c.cfg.timeout(), func() { a.retry(c, fail) })
+}
+
+func (a *cmAgent) retry(c *cmConn, fail func()) {
+	c.mu.Lock()
+	if c.state != cmReqSent && c.state != cmRepSent && c.state != cmDreqSent || c.resolved {
 		c.mu.Unlock()
-		a.send(c.peer, mad)
-	})
+		return
+	}
+	if c.retries >= c.cfg.MaxRetries {
+		c.mu.Unlock()
+		fail()
+		return
+	}
+	c.retries++
+	mad := c.last
+	c.timer.Reset(c.cfg.timeout())
+	c.mu.Unlock()
+	a.send(c.peer, mad)
+}
+
+// timewait moves c to Timewait (c.mu held): duplicates of its last exchange are
+// still answered for one response timeout, then it is forgotten. It releases
+// what c counted against the limits.
+func (a *cmAgent) timewait(c *cmConn) {
+	if c.state == cmTimewait {
+		return
+	}
+	c.state = cmTimewait
+	if c.timer != nil {
+		c.timer.Stop()
+	}
+	c.timer = time.AfterFunc(c.cfg.timeout(), func() { a.forget(c) })
+	a.mu.Lock()
+	a.release(c)
+	if k := (cmKey{c.peer.Addr(), c.remoteQPN}); a.byQPN[k] == c {
+		delete(a.byQPN, k)
+	}
+	a.tw = append(a.tw, c)
+	if len(a.tw) > maxTimewait {
+		old := a.tw[0]
+		a.tw = a.tw[1:]
+		a.forgetLocked(old)
+	}
+	a.mu.Unlock()
+}
+
+// release gives back what c counts against the limits (a.mu held).
+func (a *cmAgent) release(c *cmConn) {
+	if c.pending {
+		c.pending = false
+		a.pending--
+		c.l.pending--
+	}
+	if c.counted {
+		c.counted = false
+		a.conns--
+		c.l.conns--
+	}
 }
 
 func (a *cmAgent) forget(c *cmConn) {
 	a.mu.Lock()
+	a.forgetLocked(c)
+	for i, x := range a.tw {
+		if x == c {
+			a.tw = append(a.tw[:i], a.tw[i+1:]...)
+			break
+		}
+	}
+	a.mu.Unlock()
+}
+
+func (a *cmAgent) forgetLocked(c *cmConn) {
 	if a.byLocal[c.localID] == c {
 		delete(a.byLocal, c.localID)
 	}
-	k := cmKey{c.peer.Addr(), c.remoteID}
-	if a.byRemote[k] == c {
+	if k := (cmKey{c.peer.Addr(), c.remoteID}); a.byRemote[k] == c {
 		delete(a.byRemote, k)
 	}
-	a.mu.Unlock()
+	if k := (cmKey{c.peer.Addr(), c.remoteQPN}); a.byQPN[k] == c {
+		delete(a.byQPN, k)
+	}
+	a.release(c)
 }
 
 // input handles a packet to QP1 (called by the receive goroutine; must not block).
@@ -222,113 +372,145 @@ func (a *cmAgent) input(p *roce.Packet, from netip.AddrPort) {
 	if err != nil || !h.IsCM() || h.Method != roce.MADMethodSend {
 		return
 	}
+	peer := a.e.peerLinkAddr(from)
 	switch h.AttrID {
 	case roce.AttrREQ:
 		if m, err := roce.ParseREQ(data); err == nil {
-			a.onREQ(h, &m, from)
+			a.onREQ(h, &m, peer)
 		}
 	case roce.AttrREP:
 		if m, err := roce.ParseREP(data); err == nil {
-			a.onREP(&m)
+			if c := a.match(m.RemoteCommID, m.LocalCommID, peer, true); c != nil {
+				a.onREP(c, &m)
+			}
 		}
 	case roce.AttrRTU:
 		if m, err := roce.ParseRTU(data); err == nil {
-			a.onRTU(&m)
+			if c := a.match(m.RemoteCommID, m.LocalCommID, peer, false); c != nil {
+				a.onRTU(c)
+			}
 		}
 	case roce.AttrREJ:
 		if m, err := roce.ParseREJ(data); err == nil {
-			a.onREJ(&m)
+			// A REJ of our REQ comes before we know the peer's comm ID.
+			if c := a.match(m.RemoteCommID, m.LocalCommID, peer, true); c != nil {
+				a.onREJ(c, &m)
+			}
 		}
 	case roce.AttrMRA:
 		if m, err := roce.ParseMRA(data); err == nil {
-			if c := a.lookupLocal(m.RemoteCommID); c != nil {
+			if c := a.match(m.RemoteCommID, m.LocalCommID, peer, true); c != nil {
 				c.mu.Lock()
-				if c.timer != nil {
-					// The peer needs longer: wait its service timeout plus ours.
-					c.timer.Reset(roce.TimeoutExp(m.ServiceTimeout) + a.timeout())
+				if (c.state == cmReqSent || c.state == cmRepSent) && c.timer != nil {
+					// The peer needs longer (IBTA §12.6.6): wait its service timeout plus ours.
+					c.timer.Reset(roce.TimeoutExp(m.ServiceTimeout&0x1F) + c.cfg.timeout())
 				}
 				c.mu.Unlock()
 			}
 		}
 	case roce.AttrDREQ:
 		if m, err := roce.ParseDREQ(data); err == nil {
-			a.onDREQ(h, &m, from)
+			a.onDREQ(h, &m, peer)
 		}
 	case roce.AttrDREP:
 		if m, err := roce.ParseDREP(data); err == nil {
-			if c := a.lookupLocal(m.RemoteCommID); c != nil {
+			if c := a.match(m.RemoteCommID, m.LocalCommID, peer, false); c != nil {
 				c.mu.Lock()
 				if c.state == cmDreqSent {
-					c.state = cmClosed
-					if c.timer != nil {
-						c.timer.Stop()
-					}
-					close(c.dreqDone)
+					a.timewait(c)
 				}
 				c.mu.Unlock()
-				a.forget(c)
 			}
 		}
 	}
 }
 
-func (a *cmAgent) lookupLocal(id uint32) *cmConn {
+// match returns the connection a MAD names: ours is our comm ID, theirs the
+// sender's, which must be the peer's once known (any while the peer's may still
+// be unknown: a REP, or a REJ of our REQ, when early is set); the MAD must come
+// from the peer's link. Anything else is counted and dropped.
+func (a *cmAgent) match(ours, theirs uint32, from netip.AddrPort, early bool) *cmConn {
 	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.byLocal[id]
+	c := a.byLocal[ours]
+	ok := c != nil && c.peer == from && (c.remoteID == theirs || early && c.remoteID == 0)
+	a.mu.Unlock()
+	if !ok {
+		a.e.CMDropped.Add(1)
+		return nil
+	}
+	return c
 }
 
-func (a *cmAgent) sendREJ(dst netip.AddrPort, tid uint64, localID, remoteID uint32, what roce.CMMsgType, reason roce.RejectReason, pd []byte) {
+func (a *cmAgent) sendREJ(dst netip.AddrPort, tid uint64, localID, remoteID uint32, what roce.CMMsgType, reason roce.RejectReason, pd []byte) []byte {
 	m := roce.REJ{LocalCommID: localID, RemoteCommID: remoteID, MsgRejected: what, Reason: reason}
 	copy(m.PrivateData[:], pd)
-	a.send(dst, roce.AppendCMMAD(nil, tid, &m))
+	mad := roce.AppendCMMAD(nil, tid, &m)
+	a.send(dst, mad)
+	return mad
 }
 
-func (a *cmAgent) onREJ(m *roce.REJ) {
-	c := a.lookupLocal(m.RemoteCommID)
-	if c == nil {
-		return
-	}
+func (a *cmAgent) onREJ(c *cmConn, m *roce.REJ) {
+	rej := &RejectError{Reason: m.Reason, PrivateData: append([]byte(nil), m.PrivateData[:]...)}
 	c.mu.Lock()
-	st := c.state
-	if st == cmReqSent || st == cmRepSent {
-		c.state = cmClosed
-		if c.timer != nil {
-			c.timer.Stop()
-		}
+	st, conn, req := c.state, c.conn, c.req
+	switch st {
+	case cmReqSent, cmReqRcvd, cmRepSent:
+		c.endErr = rej
+		a.timewait(c)
+	default:
+		c.mu.Unlock()
+		return
 	}
 	c.mu.Unlock()
 	switch st {
 	case cmReqSent:
-		a.forget(c)
 		c.reply <- cmEvent{rej: m}
+	case cmReqRcvd:
+		req.expire(rej) // the initiator gave up before the application answered
 	case cmRepSent:
-		a.forget(c)
-		if c.conn != nil {
-			c.conn.Disconnect(false)
+		if conn != nil {
+			conn.abort(rej)
 		}
 	}
 }
 
-func (a *cmAgent) onDREQ(h roce.MADHeader, m *roce.DREQ, from netip.AddrPort) {
-	peer := a.peerAddr(from)
-	rep := roce.DREP{LocalCommID: m.RemoteCommID, RemoteCommID: m.LocalCommID}
-	c := a.lookupLocal(m.RemoteCommID)
-	if c != nil {
-		rep.LocalCommID = c.localID
-		c.mu.Lock()
-		conn := c.conn
-		wasOpen := c.state != cmClosed
-		c.state = cmClosed
-		if c.timer != nil {
-			c.timer.Stop()
-		}
+func (a *cmAgent) onDREQ(h roce.MADHeader, m *roce.DREQ, peer netip.AddrPort) {
+	a.mu.Lock()
+	c := a.byLocal[m.RemoteCommID]
+	a.mu.Unlock()
+	if c == nil {
+		// Not (or no longer) ours: answer, as Linux's cm_issue_drep does, so a
+		// peer whose DREP was lost after we forgot the connection stops retrying.
+		rep := roce.DREP{LocalCommID: m.RemoteCommID, RemoteCommID: m.LocalCommID}
+		a.send(peer, roce.AppendCMMAD(nil, h.TransactionID, &rep))
+		return
+	}
+	if a.match(m.RemoteCommID, m.LocalCommID, peer, false) == nil {
+		return
+	}
+	c.mu.Lock()
+	conn := c.conn
+	if conn != nil && m.RemoteQPN&roce.QPNMask != conn.QP().Num() {
 		c.mu.Unlock()
-		a.forget(c)
-		if conn != nil && wasOpen {
-			conn.remoteClosed.Store(true)
-			conn.Disconnect(false)
-		}
+		a.e.CMDropped.Add(1)
+		return
+	}
+	switch c.state {
+	case cmRepSent, cmEstablished:
+		a.timewait(c)
+	case cmDreqSent, cmTimewait: // both sides disconnecting, or a duplicate (our DREP was lost)
+		a.timewait(c)
+		conn = nil
+	default:
+		c.mu.Unlock()
+		a.e.CMDropped.Add(1)
+		return
+	}
+	rep := roce.DREP{LocalCommID: c.localID, RemoteCommID: c.remoteID}
+	c.mu.Unlock()
+	if conn != nil {
+		conn.remoteClosed.Store(true)
+		conn.abort(ErrPeerDisconnected)
 	}
 	a.send(peer, roce.AppendCMMAD(nil, h.TransactionID, &rep))
 }
@@ -338,27 +520,90 @@ func (a *cmAgent) onDREQ(h roce.MADHeader, m *roce.DREQ, from netip.AddrPort) {
 func (a *cmAgent) connDone(c *cmConn) {
 	c.mu.Lock()
 	if c.state != cmEstablished && c.state != cmRepSent {
+		a.timewait(c)
 		c.mu.Unlock()
-		a.forget(c)
 		return
 	}
 	c.state = cmDreqSent
-	c.dreqDone = make(chan struct{})
-	m := roce.DREQ{LocalCommID: c.localID, RemoteCommID: c.remoteID, RemoteQPN: c.conn.rqpn}
+	c.resolved = false
+	m := roce.DREQ{LocalCommID: c.localID, RemoteCommID: c.remoteID, RemoteQPN: c.remoteQPN}
 	c.last = roce.AppendCMMAD(nil, c.tid, &m)
-	c.retries = 0
-	if c.timer != nil {
-		c.timer.Stop()
-	}
 	mad := c.last
-	c.mu.Unlock()
 	a.arm(c, func() {
 		c.mu.Lock()
-		c.state = cmClosed
+		a.timewait(c)
 		c.mu.Unlock()
-		a.forget(c)
 	})
+	c.mu.Unlock()
 	a.send(c.peer, mad)
+}
+
+// stale handles a REQ or REP from the peer at ip whose QP qpn is still
+// connected here under another comm ID (IBTA §12.9.8.3.1; Linux cm.c
+// cm_insert_remote_qpn): the old connection is stale — the peer lost it — so it
+// ends (ErrStaleConn, with a DREQ), and the caller rejects the new attempt
+// with reason 10. It reports whether a stale connection was found.
+func (a *cmAgent) stale(ip netip.Addr, qpn, remoteID uint32) bool {
+	a.mu.Lock()
+	old := a.byQPN[cmKey{ip, qpn}]
+	a.mu.Unlock()
+	if old == nil || old.remoteID == remoteID {
+		return false
+	}
+	a.e.CMStale.Add(1)
+	old.mu.Lock()
+	conn, req := old.conn, old.req
+	st := old.state
+	old.endErr = ErrStaleConn
+	if st == cmReqRcvd || st == cmReqSent {
+		a.timewait(old)
+	}
+	old.mu.Unlock()
+	switch {
+	case conn != nil:
+		conn.abort(ErrStaleConn) // connDone sends the DREQ
+	case req != nil:
+		req.expire(ErrStaleConn)
+	case st == cmReqSent:
+		select {
+		case old.reply <- cmEvent{err: ErrStaleConn}:
+		default:
+		}
+	}
+	return true
+}
+
+// close ends the agent with the endpoint: timers stop, pending requests fail.
+func (a *cmAgent) close() {
+	a.mu.Lock()
+	cs := make([]*cmConn, 0, len(a.byLocal))
+	for _, c := range a.byLocal {
+		cs = append(cs, c)
+	}
+	ls := make([]*Listener, 0, len(a.listeners))
+	for _, l := range a.listeners {
+		ls = append(ls, l)
+	}
+	a.mu.Unlock()
+	for _, l := range ls {
+		_ = l.Close()
+	}
+	for _, c := range cs {
+		c.mu.Lock()
+		if c.timer != nil {
+			c.timer.Stop()
+		}
+		st := c.state
+		c.state = cmTimewait
+		c.mu.Unlock()
+		if st == cmReqSent {
+			select {
+			case c.reply <- cmEvent{err: ErrEndpointClosed}:
+			default:
+			}
+		}
+		a.forget(c)
+	}
 }
 
 func depth(v int) int {
@@ -368,8 +613,12 @@ func depth(v int) int {
 	return min(v, 255)
 }
 
+// retry maps a ConnParam retry count to the wire's 3 bits.
 func retry(v uint8) uint8 {
-	if v == 0 || v > 7 {
+	switch {
+	case v == NoRetry:
+		return 0
+	case v == 0 || v > 7:
 		return 7
 	}
 	return v

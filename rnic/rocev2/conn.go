@@ -72,22 +72,28 @@ func (e *NAKError) Unwrap() error {
 }
 
 // Conn is a connected RC or UC QP on an Endpoint: it implements rnic.QPTransport.
+// It is the orchestrator of the QP's requester, completer and responder: one
+// goroutine (run) transmits requests and READ responses and runs the timers; the
+// endpoint's receive goroutine runs the completer and responder under mu.
 type Conn struct {
-	e      *Endpoint
-	qp     *rnic.TransportQP
-	typ    QPType
-	local  netip.AddrPort
-	remote netip.AddrPort
-	rqpn   uint32
-	mtu    int
-	cfg    Config
-	tmo    time.Duration
+	e       *Endpoint
+	qp      *rnic.TransportQP
+	typ     QPType
+	local   netip.AddrPort
+	remote  netip.AddrPort
+	rqpn    uint32
+	mtu     int
+	cfg     qpParams
+	tmo     time.Duration // local ACK timeout; 0: none
+	cmLocal uint16        // RDMA-CM ports of the two ends (0 without the CM)
+	cmPeer  uint16
 
 	kick chan struct{}
 	done chan struct{}
 	disc atomic.Int32 // 1 graceful, 2 abort
 
 	onDone       func()      // CM: send a DREQ when the connection ends
+	onFirst      func()      // CM: the first packet arrived (communication established)
 	remoteClosed atomic.Bool // CM: the peer sent a DREQ
 	peerPD       []byte
 
@@ -96,53 +102,70 @@ type Conn struct {
 	dead      bool
 	inBatch   bool
 	fatal     bool
-	err       error
+	err       error     // why the connection ended
+	used      bool      // a packet was received or a request sent
+	firstBy   time.Time // CM passive: end the connection if unused by then
 
 	requester // requester.go and completer.go
 	responder // responder.go
 
-	txb [][]byte
+	txb *txBatch // while the goroutine has packets to send (from the endpoint's pool)
+}
+
+// txBatch is one Link batch of packet buffers.
+type txBatch struct{ b [][]byte }
+
+// Errors that end a connection (Conn.Err, and the Err of the QP's EventDisconnected).
+var (
+	ErrPeerDisconnected    = errors.New("rocev2: peer disconnected")
+	ErrFirstMessageTimeout = errors.New("rocev2: no packet on the connection within the first-message timeout")
+)
+
+// connOpts are what the CM adds to a connection.
+type connOpts struct {
+	params          *qpParams // nil: the endpoint's
+	onDone, onFirst func()
+	firstMsg        time.Duration // > 0: the first-message timeout
+	cmLocal, cmPeer uint16
 }
 
 // Connect binds qp (Idle, not yet attached) to a peer QP: the equivalent of
 // ibv_modify_qp INIT→RTR→RTS with attr. The QP is in RTS on return.
 func (e *Endpoint) Connect(qp *rnic.QP, attr ConnAttr) (*Conn, error) {
-	return e.connect(qp, attr, nil, nil)
+	return e.connect(qp, attr, connOpts{})
 }
 
-func (e *Endpoint) connect(qp *rnic.QP, attr ConnAttr, cp *Config, onDone func()) (*Conn, error) {
+func (e *Endpoint) connect(qp *rnic.QP, attr ConnAttr, o connOpts) (*Conn, error) {
 	if e.closed.Load() {
 		return nil, ErrEndpointClosed
 	}
 	if qp.Num() < rnic.FirstQPN {
 		return nil, ErrQPNumReserved
 	}
-	cfg := e.cfg
-	if cp != nil {
-		cfg = *cp
+	cfg := e.params
+	if o.params != nil {
+		cfg = *o.params
 	}
 	if attr.MTU.Valid() {
 		cfg.MTU = attr.MTU
 	}
-	c := &Conn{e: e, typ: attr.Type, local: e.link.LocalAddr(), remote: attr.Remote,
-		rqpn: attr.RemoteQPN & roce.QPNMask, mtu: cfg.MTU.Bytes(), cfg: cfg,
-		kick: make(chan struct{}, 1), done: make(chan struct{}), onDone: onDone}
+	remote := netip.AddrPortFrom(attr.Remote.Addr().Unmap(), attr.Remote.Port())
+	c := &Conn{e: e, typ: attr.Type, local: e.link.LocalAddr(), remote: remote,
+		rqpn: attr.RemoteQPN & roce.QPNMask, mtu: cfg.MTU.Bytes(), cfg: cfg, cmLocal: o.cmLocal, cmPeer: o.cmPeer,
+		kick: make(chan struct{}, 1), done: make(chan struct{}), onDone: o.onDone, onFirst: o.onFirst}
 	if cfg.Timeout != 0 {
 		c.tmo = roce.TimeoutExp(cfg.Timeout)
+	}
+	if o.firstMsg > 0 {
+		c.firstBy = time.Now().Add(o.firstMsg)
 	}
 	c.sq = make([]sqe, qp.Attr().Cap.MaxSendWR)
 	c.sendPSN, c.maxSent, c.unaPSN = attr.SendPSN&roce.PSNMask, attr.SendPSN&roce.PSNMask, attr.SendPSN&roce.PSNMask
 	c.ePSN = attr.RecvPSN & roce.PSNMask
 	c.retryLeft, c.rnrLeft = cfg.RetryCnt, cfg.RNRRetry
-	c.atom = make([]atomRes, cfg.MaxDestRd)
-	c.rdq = make([]rdJob, 4*cfg.MaxDestRd+64)
+	c.initResponder()
 	c.hdr = roce.Header{PKey: cfg.PKey, DestQP: c.rqpn}
 	c.rhdr = c.hdr
-	bs := e.link.BatchSize()
-	c.txb = make([][]byte, bs)
-	for i := range c.txb {
-		c.txb[i] = make([]byte, 0, MaxPacket)
-	}
 	e.mu.Lock()
 	if _, ok := e.conns[qp.Num()]; ok {
 		e.mu.Unlock()
@@ -173,8 +196,34 @@ func (c *Conn) QP() *rnic.QP { return c.qp.QP() }
 // Type returns RC or UC.
 func (c *Conn) Type() QPType { return c.typ }
 
-// Done is closed once the connection's goroutine has stopped.
+// Done is closed once the connection's goroutine has stopped (the QP is in
+// Error and its work flushed).
 func (c *Conn) Done() <-chan struct{} { return c.done }
+
+// Err returns why the connection ended: nil while it is up and after a local
+// Disconnect, ErrPeerDisconnected after the peer's DREQ, or the error that
+// moved the QP to Error (retry exhaustion, a NAK, a first-message timeout, a
+// link failure, a *RejectError…). The QP's EventDisconnected carries the same
+// error.
+func (c *Conn) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
+}
+
+// LocalAddr returns this end's address: the endpoint's IP and UDP port, and the
+// RDMA-CM port (the listener's on the passive side, the cma_hdr source port on
+// the active side; 0 for a QP connected with Endpoint.Connect).
+func (c *Conn) LocalAddr() Addr {
+	return Addr{IP: c.local.Addr(), Port: c.cmLocal, UDPPort: c.local.Port()}
+}
+
+// RemoteAddr returns the peer's address: where its RoCE link is, and its
+// RDMA-CM port (the dialed service port on the active side, the cma_hdr port on
+// the passive side; 0 without the CM).
+func (c *Conn) RemoteAddr() Addr {
+	return Addr{IP: c.remote.Addr(), Port: c.cmPeer, UDPPort: c.remote.Port()}
+}
 
 // SendQueued implements rnic.QPTransport.
 func (c *Conn) SendQueued() { c.wake() }
@@ -195,6 +244,17 @@ func (c *Conn) Disconnect(graceful bool) {
 	c.wake()
 }
 
+// abort ends the connection at once because of err (kept for Err unless an
+// earlier error ended it).
+func (c *Conn) abort(err error) {
+	c.mu.Lock()
+	if c.err == nil {
+		c.err = err
+	}
+	c.mu.Unlock()
+	c.Disconnect(false)
+}
+
 func (c *Conn) wake() {
 	select {
 	case c.kick <- struct{}{}:
@@ -202,23 +262,41 @@ func (c *Conn) wake() {
 	}
 }
 
+// batch takes a transmit batch from the endpoint's pool for the goroutine's
+// current run of sends; release returns it when there is nothing more to send,
+// so an idle connection holds no packet buffers.
+func (c *Conn) batch() {
+	if c.txb == nil {
+		c.txb = c.e.txPool.Get().(*txBatch)
+	}
+}
+
+func (c *Conn) release() {
+	if c.txb != nil {
+		c.e.txPool.Put(c.txb)
+		c.txb = nil
+	}
+}
+
 func (c *Conn) run() {
 	t := time.NewTimer(time.Hour)
 	defer t.Stop()
 	for {
+		c.batch()
 		c.mu.Lock()
 		if c.disc.Load() == 2 && c.flushResp && c.rdLen > 0 {
 			// The responder NAKed and went to Error: the READ responses
 			// queued before the NAK, and the NAK, still leave, in order.
 			n := c.fill()
 			c.mu.Unlock()
-			_ = c.e.link.Send(c.txb[:n], c.remote)
+			c.e.send(c.txb.b[:n], c.remote)
 			continue
 		}
 		if c.disc.Load() == 2 || (c.disc.Load() == 1 && c.idleLocked()) {
 			c.dead = true
 			err := c.err
 			c.mu.Unlock()
+			c.release()
 			c.e.mu.Lock()
 			delete(c.e.conns, c.qp.QP().Num())
 			c.e.mu.Unlock()
@@ -231,13 +309,25 @@ func (c *Conn) run() {
 		}
 		now := time.Now()
 		c.timersLocked(now)
+		if !c.firstBy.IsZero() && !now.Before(c.firstBy) {
+			// CMConfig.FirstMessageTimeout: accepted, but nothing ever came.
+			c.firstBy = time.Time{}
+			if c.err == nil {
+				c.err = ErrFirstMessageTimeout
+			}
+			c.e.FirstMessageTimeouts.Add(1)
+			c.disc.Store(2)
+			c.mu.Unlock()
+			continue
+		}
 		n := c.fill()
 		next := c.nextDeadline()
 		c.mu.Unlock()
 		if n > 0 {
-			_ = c.e.link.Send(c.txb[:n], c.remote)
+			c.e.send(c.txb.b[:n], c.remote)
 			continue
 		}
+		c.release()
 		if !next.IsZero() {
 			t.Reset(time.Until(next))
 		} else {
@@ -267,6 +357,9 @@ func (c *Conn) nextDeadline() time.Time {
 	} else if !c.ackDeadline.IsZero() {
 		d = c.ackDeadline
 	}
+	if !c.firstBy.IsZero() && (d.IsZero() || c.firstBy.Before(d)) {
+		d = c.firstBy
+	}
 	return d
 }
 
@@ -281,6 +374,13 @@ func (c *Conn) input(r *rxCtx, p *roce.Packet, from netip.AddrPort) {
 	if op.Service() != want {
 		c.e.RxDropped.Add(1)
 		return
+	}
+	if !c.used {
+		c.used = true
+		c.firstBy = time.Time{}
+		if c.onFirst != nil {
+			c.onFirst()
+		}
 	}
 	c.qp.CountRx(len(p.Payload), 1)
 	if op.IsResponse() {

@@ -128,22 +128,23 @@ func (c *Conn) seek(p roce.PSN) {
 	c.sqSend, c.sendOff = c.sqTail, 0
 }
 
-// fill builds up to len(txb) packets: Read responses first, then requests.
+// fill builds up to a batch of packets in c.txb: Read responses first, then requests.
 func (c *Conn) fill() int {
+	txb := c.txb.b
 	n := 0
-	for n < len(c.txb) && c.rdLen > 0 {
+	for n < len(txb) && c.rdLen > 0 {
 		if j := &c.rdq[c.rdHead]; j.ctl {
-			c.txb[n] = append(c.txb[n][:0], j.cbuf[:j.cn]...)
+			txb[n] = append(txb[n][:0], j.cbuf[:j.cn]...)
 			c.popJob()
 		} else {
-			c.txb[n] = c.readResp(c.txb[n][:0])
+			txb[n] = c.readResp(txb[n][:0])
 		}
 		n++
 	}
 	if c.fatal || c.rnrPending {
 		return n
 	}
-	for n < len(c.txb) {
+	for n < len(txb) {
 		if c.sqSend == c.sqTail {
 			w := c.qp.NextSend()
 			if w == nil {
@@ -206,8 +207,12 @@ func (c *Conn) fill() int {
 			c.rdOut++
 		}
 		var fin bool
-		c.txb[n], fin = c.request(c.txb[n][:0], e)
+		txb[n], fin = c.request(txb[n][:0], e)
 		n++
+		if !c.used {
+			c.used = true // sending is using the connection (CMConfig.FirstMessageTimeout)
+			c.firstBy = time.Time{}
+		}
 		if c.sendPSN.Distance(c.maxSent) > 0 {
 			c.maxSent = c.sendPSN
 		}

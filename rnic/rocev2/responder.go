@@ -16,15 +16,26 @@ type rdJob struct {
 	data []byte
 	off  int
 	ctl  bool
-	dup  bool // re-execution of a duplicate READ (not counted against IRD)
+	dup  *rdRes // re-execution of a duplicate of this READ (not counted against IRD)
+	gen  uint32 // dup's generation when queued
 	cn   int
 	cbuf [40]byte
 }
 
-type atomRes struct {
-	psn  roce.PSN
-	orig uint64
-	ok   bool
+// rdRes is a responder resource (IBTA §9.7.5.1.3–4, rxe's resp_res): a READ or
+// atomic request this responder executed, kept so that a duplicate of it can be
+// answered — a READ re-executed, an atomic answered with its saved original
+// value. The last MaxDestRd of them are kept; a duplicate READ that matches none
+// is dropped, so old PSNs cannot buy reads past the IRD limit.
+type rdRes struct {
+	gen         uint32 // bumped when the slot is reused; 0: empty
+	atomic      bool
+	first, last roce.PSN // a READ's response PSNs; an atomic's PSN
+	va          uint64   // READ: the RETH's virtual address, R_Key and length
+	rkey        uint32
+	length      uint32
+	orig        uint64 // atomic: the original value returned
+	replaying   bool   // a re-execution of this READ is queued
 }
 
 const (
@@ -44,8 +55,9 @@ type responder struct {
 	curRecv    *rnic.RecvWQE
 	curOff     uint64
 	curWBuf    []byte
-	atom       []atomRes
-	atomNext   int
+	res        []rdRes // MaxDestRd responder resources, the oldest overwritten
+	resNext    int
+	resGen     uint32
 	rdq        []rdJob // READ responses and the control packets queued behind them
 	rdHead     int
 	rdLen      int
@@ -74,7 +86,26 @@ func (c *Conn) rcInput(r *rxCtx, p *roce.Packet) {
 	c.execute(r, p)
 }
 
+func (c *Conn) initResponder() {
+	c.res = make([]rdRes, c.cfg.MaxDestRd)
+	c.rdq = make([]rdJob, 4*c.cfg.MaxDestRd+64)
+}
+
+// remember records an executed READ or atomic as a responder resource.
+func (c *Conn) remember(r rdRes) {
+	c.resGen++
+	if c.resGen == 0 {
+		c.resGen = 1
+	}
+	r.gen = c.resGen
+	c.res[c.resNext] = r
+	c.resNext = (c.resNext + 1) % len(c.res)
+}
+
 func (c *Conn) popJob() {
+	if j := &c.rdq[c.rdHead]; j.dup != nil && j.dup.gen == j.gen {
+		j.dup.replaying = false
+	}
 	c.rdq[c.rdHead] = rdJob{}
 	c.rdHead = (c.rdHead + 1) % len(c.rdq)
 	c.rdLen--
@@ -151,24 +182,40 @@ func (c *Conn) duplicate(r *rxCtx, p *roce.Packet) {
 	psn := p.BTH.PSN()
 	switch op := p.Opcode(); op {
 	case roce.RCReadRequest:
-		// Re-execute from the duplicate's PSN with its own RETH (rxe resp:
-		// duplicate_request); the memory is read again.
-		if c.rdLen == len(c.rdq) {
+		// Re-execute from the duplicate's PSN with its own RETH, if it lies in a
+		// READ we executed and asks for a subset of its bytes through the same
+		// R_Key (rxe resp.c duplicate_request); the memory is read again. One
+		// re-execution per READ is queued at a time.
+		va, n, rkey := p.RETH.VA(), uint64(p.RETH.DMALen()), p.RETH.RKey()
+		var res *rdRes
+		for i := range c.res {
+			if x := &c.res[i]; x.gen != 0 && !x.atomic && psn.Sub(x.first) <= x.last.Sub(x.first) {
+				res = x
+				break
+			}
+		}
+		if res == nil || rkey != res.rkey || va < res.va || va-res.va > uint64(res.length) ||
+			n > uint64(res.length)-(va-res.va) {
+			c.e.DupReadsDropped.Add(1)
 			return
 		}
-		n := uint64(p.RETH.DMALen())
+		if res.replaying || c.rdLen == len(c.rdq) {
+			return // the requester retries after its timeout
+		}
 		var buf []byte
 		if n > 0 {
-			b, err := c.qp.ResolveRemote(p.RETH.RKey(), p.RETH.VA(), n, rnic.AccessRemoteRead)
+			b, err := c.qp.ResolveRemote(rkey, va, n, rnic.AccessRemoteRead)
 			if err != nil {
+				c.e.DupReadsDropped.Add(1)
 				return
 			}
 			buf = b
 		}
-		c.pushRead(psn, buf, true)
+		res.replaying = true
+		c.pushRead(psn, buf, res)
 	case roce.RCCompareSwap, roce.RCFetchAdd:
-		for i := range c.atom {
-			if a := &c.atom[i]; a.ok && a.psn == psn {
+		for i := range c.res {
+			if a := &c.res[i]; a.gen != 0 && a.atomic && a.first == psn {
 				c.sendAck(r, roce.ACKSyndrome(roce.CreditsUnlimited), psn, a.orig, true)
 				return
 			}
@@ -178,13 +225,15 @@ func (c *Conn) duplicate(r *rxCtx, p *roce.Packet) {
 	}
 }
 
-func (c *Conn) pushRead(psn roce.PSN, buf []byte, dup bool) {
+func (c *Conn) pushRead(psn roce.PSN, buf []byte, dup *rdRes) {
 	i := (c.rdHead + c.rdLen) % len(c.rdq)
 	c.rdq[i] = rdJob{psn: psn, data: buf, dup: dup}
-	c.rdLen++
-	if !dup {
+	if dup != nil {
+		c.rdq[i].gen = dup.gen
+	} else {
 		c.rdReads++
 	}
+	c.rdLen++
 	c.wake()
 }
 
@@ -369,8 +418,10 @@ func (c *Conn) execute(r *rxCtx, p *roce.Packet) {
 			buf = b
 		}
 		c.msn = c.msn.Next()
-		c.pushRead(c.ePSN, buf, false)
-		c.ePSN = c.ePSN.Add(c.npkts(l))
+		np := c.npkts(l)
+		c.remember(rdRes{first: c.ePSN, last: c.ePSN.Add(np - 1), va: p.RETH.VA(), rkey: p.RETH.RKey(), length: uint32(l)})
+		c.pushRead(c.ePSN, buf, nil)
+		c.ePSN = c.ePSN.Add(np)
 		return
 	case op == roce.RCCompareSwap || op == roce.RCFetchAdd:
 		if c.curKind != kindNone {
@@ -397,8 +448,7 @@ func (c *Conn) execute(r *rxCtx, p *roce.Packet) {
 			}
 			return v
 		})
-		c.atom[c.atomNext] = atomRes{psn: c.ePSN, orig: orig, ok: true}
-		c.atomNext = (c.atomNext + 1) % len(c.atom)
+		c.remember(rdRes{atomic: true, first: c.ePSN, last: c.ePSN, orig: orig})
 		c.msn = c.msn.Next()
 		c.sendAck(r, roce.ACKSyndrome(roce.CreditsUnlimited), c.ePSN, orig, true)
 		c.ePSN = c.ePSN.Add(1)
@@ -468,7 +518,7 @@ func (c *Conn) readResp(b []byte) []byte {
 	j.off += n
 	j.psn = j.psn.Add(1)
 	if j.off >= total {
-		if !j.dup {
+		if j.dup == nil {
 			c.rdReads--
 		}
 		c.popJob()
