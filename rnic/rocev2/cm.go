@@ -454,7 +454,9 @@ func (a *cmAgent) onREJ(c *cmConn, m *roce.REJ) {
 	c.mu.Lock()
 	st, conn, req := c.state, c.conn, c.req
 	switch st {
-	case cmReqSent, cmReqRcvd, cmRepSent:
+	case cmReqSent, cmReqRcvd, cmRepSent, cmEstablished, cmDreqSent:
+		// Established: the peer gave up on an RTU it never got (Linux
+		// cm_rej_handler enters timewait too).
 		c.endErr = rej
 		a.timewait(c)
 	default:
@@ -462,15 +464,13 @@ func (a *cmAgent) onREJ(c *cmConn, m *roce.REJ) {
 		return
 	}
 	c.mu.Unlock()
-	switch st {
-	case cmReqSent:
+	switch {
+	case st == cmReqSent:
 		c.reply <- cmEvent{rej: m}
-	case cmReqRcvd:
+	case st == cmReqRcvd:
 		req.expire(rej) // the initiator gave up before the application answered
-	case cmRepSent:
-		if conn != nil {
-			conn.abort(rej)
-		}
+	case conn != nil && st != cmDreqSent:
+		conn.abort(rej)
 	}
 }
 

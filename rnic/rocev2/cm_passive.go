@@ -393,10 +393,13 @@ func (r *ConnRequest) Accept(qp *rnic.QP, p ConnParam) (*Conn, error) {
 	c.last = roce.AppendCMMAD(nil, c.tid, &rep)
 	mad := c.last
 	a.arm(c, func() {
+		// Neither the RTU nor any packet came: reject the connection
+		// (IBTA §12.9.5, REJ "timeout") and end ours.
 		c.mu.Lock()
+		c.rej = a.sendREJ(c.peer, c.tid, c.localID, c.remoteID, roce.CMMsgREP, roce.RejTimeout, nil)
 		a.timewait(c)
 		c.mu.Unlock()
-		conn.abort(ErrCMTimeout) // neither the RTU nor any packet came
+		conn.abort(ErrCMTimeout)
 	})
 	c.mu.Unlock()
 	a.send(c.peer, mad)

@@ -29,7 +29,11 @@ func cmPair(t *testing.T, o *pairOpts, accept func(srv *side, r *ConnRequest) (*
 	}
 	o.noConnect = true
 	cli, srv = newPair(t, o)
-	l, err := Listen(srv.ep, ":7174", testCM)
+	cmc := testCM
+	if o.cm != nil {
+		cmc = o.cm
+	}
+	l, err := Listen(srv.ep, ":7174", cmc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,7 +49,7 @@ func cmPair(t *testing.T, o *pairOpts, accept func(srv *side, r *ConnRequest) (*
 		}
 		resc <- res
 	}()
-	cli.conn, dialErr = Dial(ctx, cli.ep, cli.qp, "10.0.0.2:7174", testCM, ConnParam{PrivateData: []byte("hello"), IRD: 4, ORD: 4})
+	cli.conn, dialErr = Dial(ctx, cli.ep, cli.qp, "10.0.0.2:7174", cmc, ConnParam{PrivateData: []byte("hello"), IRD: 4, ORD: 4})
 	res = <-resc
 	srv.conn = res.conn
 	return
