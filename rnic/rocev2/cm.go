@@ -174,8 +174,11 @@ type cmConn struct {
 	peer      netip.AddrPort // the peer's link: where MADs and data go
 	remoteQPN uint32
 	tid       uint64
-	active    bool
-	l         *Listener // passive: the listener it counts against
+	// peerTimeout is the response timeout exponent the peer retries with
+	// (passive: the REQ's Remote CM Response Timeout).
+	peerTimeout uint8
+	active      bool
+	l           *Listener // passive: the listener it counts against
 
 	// remoteID is the peer's comm ID, known from the REQ (passive) or the REP
 	// (active); guarded by the agent's mu.
@@ -298,8 +301,16 @@ func (a *cmAgent) retry(c *cmConn, fail func()) {
 	a.send(c.peer, mad)
 }
 
+// timewaitDur is how long a connection stays in Timewait: two of the longer of
+// our response timeout and the peer's retry interval (the REQ's remote CM
+// response timeout, at most 2^24 × 4.096 µs ≈ 69 s), so a retransmission sent
+// just before our answer arrived still finds it.
+func (c *cmConn) timewaitDur() time.Duration {
+	return 2 * max(c.cfg.timeout(), roce.TimeoutExp(min(c.peerTimeout, mraServiceTimeout)))
+}
+
 // timewait moves c to Timewait (c.mu held): duplicates of its last exchange are
-// still answered for one response timeout, then it is forgotten. It releases
+// still answered for timewaitDur, then it is forgotten. It releases
 // what c counted against the limits.
 func (a *cmAgent) timewait(c *cmConn) {
 	if c.state == cmTimewait {
@@ -309,7 +320,7 @@ func (a *cmAgent) timewait(c *cmConn) {
 	if c.timer != nil {
 		c.timer.Stop()
 	}
-	c.timer = time.AfterFunc(c.cfg.timeout(), func() { a.forget(c) })
+	c.timer = time.AfterFunc(c.timewaitDur(), func() { a.forget(c) })
 	a.mu.Lock()
 	a.release(c)
 	if k := (cmKey{c.peer.Addr(), c.remoteQPN}); a.byQPN[k] == c {

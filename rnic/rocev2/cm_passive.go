@@ -57,7 +57,7 @@ func (a *cmAgent) onREQ(h roce.MADHeader, m *roce.REQ, peer netip.AddrPort) {
 		return
 	}
 	c := &cmConn{cfg: l.cfg, remoteID: m.LocalCommID, peer: peer, remoteQPN: qpn, tid: h.TransactionID,
-		state: cmReqRcvd, l: l, pending: true}
+		peerTimeout: m.RemoteCMResponseTimeout & 0x1F, state: cmReqRcvd, l: l, pending: true}
 	a.newLocal(c)
 	a.byRemote[cmKey{peer.Addr(), c.remoteID}] = c
 	a.byQPN[cmKey{peer.Addr(), qpn}] = c

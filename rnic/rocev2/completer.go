@@ -245,4 +245,7 @@ func (c *Conn) progress() {
 	c.retryLeft = c.cfg.RetryCnt
 	c.rnrLeft = c.cfg.RNRRetry
 	c.seqRetried = false
+	if c.probeOut && c.probePSN.Less(c.unaPSN) {
+		c.probeOut = false
+	}
 }

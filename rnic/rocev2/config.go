@@ -52,6 +52,15 @@ type Config struct {
 	// IPv6 ICRCs and in-memory links are always verified exactly.
 	StrictICRC bool
 
+	// KeepAlive is how long an RC connection may carry no packet before it
+	// probes the peer with a zero-length RDMA WRITE (0: 15 s; NoTimeout: never).
+	// RoCE has no other way to learn that an idle peer died: the probe, like
+	// any request, is retransmitted RetryCnt times and then moves the QP to
+	// Error (ErrRetryExceeded). So a dead peer is noticed within KeepAlive +
+	// (1+RetryCnt) × the ACK timeout when idle, (1+RetryCnt) × the ACK timeout
+	// when requests are outstanding.
+	KeepAlive time.Duration
+
 	// MaxPendingRequests bounds the connection requests (REQs) the endpoint
 	// holds before the application accepts or rejects them, over all its
 	// listeners (0: 1024; Unlimited). Beyond it a REQ is answered with REJ
@@ -83,7 +92,7 @@ const (
 	// Unlimited in a limit (Config.MaxPendingRequests, Config.MaxPassiveConns,
 	// CMConfig.Backlog, CMConfig.MaxConns) removes it.
 	Unlimited = -1
-	// NoTimeout in a CMConfig duration disables that timeout.
+	// NoTimeout in Config.KeepAlive or a CMConfig duration disables it.
 	NoTimeout time.Duration = -1
 )
 
@@ -95,6 +104,7 @@ const (
 	DefaultMaxRdAtomic        = 16
 	DefaultWindow             = 128
 	DefaultAckEvery           = 64
+	DefaultKeepAlive          = 15 * time.Second
 	DefaultMaxPendingRequests = 1024
 	DefaultMaxPassiveConns    = 4096
 )
@@ -142,6 +152,12 @@ func (c *Config) norm() Config {
 	def(&n.AckEvery, DefaultAckEvery)
 	if n.PKey == 0 {
 		n.PKey = roce.DefaultPKey
+	}
+	switch {
+	case n.KeepAlive == 0:
+		n.KeepAlive = DefaultKeepAlive
+	case n.KeepAlive < 0:
+		n.KeepAlive = NoTimeout
 	}
 	limit(&n.MaxPendingRequests, DefaultMaxPendingRequests)
 	limit(&n.MaxPassiveConns, DefaultMaxPassiveConns)

@@ -159,6 +159,9 @@ func (e *Endpoint) connect(qp *rnic.QP, attr ConnAttr, o connOpts) (*Conn, error
 	if o.firstMsg > 0 {
 		c.firstBy = time.Now().Add(o.firstMsg)
 	}
+	if attr.Type == RC && e.cfg.KeepAlive > 0 {
+		c.kaNext = time.Now().Add(e.cfg.KeepAlive)
+	}
 	c.sq = make([]sqe, qp.Attr().Cap.MaxSendWR)
 	c.sendPSN, c.maxSent, c.unaPSN = attr.SendPSN&roce.PSNMask, attr.SendPSN&roce.PSNMask, attr.SendPSN&roce.PSNMask
 	c.ePSN = attr.RecvPSN & roce.PSNMask
@@ -309,6 +312,7 @@ func (c *Conn) run() {
 		}
 		now := time.Now()
 		c.timersLocked(now)
+		c.keepalive(now)
 		if !c.firstBy.IsZero() && !now.Before(c.firstBy) {
 			// CMConfig.FirstMessageTimeout: accepted, but nothing ever came.
 			c.firstBy = time.Time{}
@@ -357,8 +361,10 @@ func (c *Conn) nextDeadline() time.Time {
 	} else if !c.ackDeadline.IsZero() {
 		d = c.ackDeadline
 	}
-	if !c.firstBy.IsZero() && (d.IsZero() || c.firstBy.Before(d)) {
-		d = c.firstBy
+	for _, t := range [...]time.Time{c.firstBy, c.kaNext} {
+		if !t.IsZero() && (d.IsZero() || t.Before(d)) {
+			d = t
+		}
 	}
 	return d
 }

@@ -124,8 +124,8 @@ func (r *rogue) all(d time.Duration) (out []any) {
 // req returns an RDMA-CM REQ for port from a QP number.
 func rogueREQ(src, dst netip.Addr, port uint16, commID, qpn uint32) *roce.REQ {
 	m := &roce.REQ{LocalCommID: commID, ServiceID: roce.ServiceID(roce.PortSpaceTCP, port), LocalQPN: qpn,
-		ResponderResources: 1, InitiatorDepth: 1, RemoteCMResponseTimeout: 20, TransportType: roce.CMTransportRC,
-		StartingPSN: 1, LocalCMResponseTimeout: 20, RetryCount: 7, PKey: 0xFFFF, PathMTU: roce.MTU1024, RNRRetryCount: 7,
+		ResponderResources: 1, InitiatorDepth: 1, RemoteCMResponseTimeout: 14, TransportType: roce.CMTransportRC,
+		StartingPSN: 1, LocalCMResponseTimeout: 14, RetryCount: 7, PKey: 0xFFFF, PathMTU: roce.MTU1024, RNRRetryCount: 7,
 		MaxCMRetries: 15}
 	cma := roce.NewCMAHeader(src, dst, 40000)
 	copy(m.PrivateData[:], cma.Append(nil))

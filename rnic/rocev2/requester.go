@@ -34,6 +34,14 @@ type requester struct {
 	lastNakValid   bool
 	seqRetried     bool
 	hdr            roce.Header
+
+	// Keepalive (Config.KeepAlive): when the connection carried nothing for
+	// an interval, a zero-length RDMA WRITE probes the peer; a dead peer
+	// exhausts its retries like any request.
+	kaNext   time.Time // next check; zero: keepalive off
+	kaSeen   uint64    // packets counted at the last check
+	probeOut bool      // a probe is outstanding at probePSN
+	probePSN roce.PSN
 }
 
 // sqe is the requester's state of one send WQE between NextSend and completion.
@@ -67,6 +75,8 @@ func (c *Conn) timersLocked(now time.Time) {
 		return
 	}
 	// Local ACK timeout (IBTA §9.7.6.1.3): retransmit from the oldest unacknowledged PSN.
+	// With nothing outstanding but a keepalive probe, the probe is what is
+	// retransmitted, and a dead peer exhausts the retries.
 	if c.retryLeft == 0 {
 		c.failOldest(rnic.StatusRetryExcErr, ErrRetryExceeded)
 		return
@@ -76,6 +86,39 @@ func (c *Conn) timersLocked(now time.Time) {
 	c.seek(c.unaPSN)
 	c.seqRetried = false
 	c.ackDeadline = now.Add(c.tmo)
+}
+
+// keepalive probes the peer when the connection carried no packet in either
+// direction since the last check and has nothing outstanding.
+func (c *Conn) keepalive(now time.Time) {
+	if c.kaNext.IsZero() || now.Before(c.kaNext) {
+		return
+	}
+	c.kaNext = now.Add(c.e.cfg.KeepAlive)
+	cnt := c.qp.QP().Counters()
+	seen := cnt.RxSegments.Load() + cnt.TxSegments.Load()
+	if seen == c.kaSeen && !c.probeOut && c.unaPSN == c.maxSent && c.sqHead == c.sqTail && !c.fatal {
+		c.probeOut, c.probePSN = true, c.sendPSN
+	}
+	c.kaSeen = seen
+}
+
+// probe builds the keepalive probe: a zero-length RDMA WRITE, which needs no
+// R_Key or address (IBTA C9-88) and changes nothing at the peer but its ACK.
+func (c *Conn) probe(b []byte) []byte {
+	h := &c.hdr
+	h.Opcode, h.PSN, h.SE, h.AckReq = roce.RCWriteOnly, c.sendPSN, false, true
+	h.VA, h.RKey, h.DMALen = 0, 0, 0
+	b = h.Append(b, 0)
+	c.noack = 0
+	c.sendPSN = c.sendPSN.Add(1)
+	if c.sendPSN.Distance(c.maxSent) > 0 {
+		c.maxSent = c.sendPSN
+	}
+	if c.ackDeadline.IsZero() {
+		c.armAck(time.Now())
+	}
+	return finish(b, 0, c.local, c.remote)
 }
 
 func (c *Conn) armAck(now time.Time) {
@@ -116,6 +159,10 @@ func (c *Conn) seek(p roce.PSN) {
 		if e.done || isLocal(e.w.Opcode) {
 			continue
 		}
+		if p.Less(e.first) { // p is a keepalive probe's, sent before e
+			c.sqSend, c.sendOff = i, 0
+			return
+		}
 		if p.Sub(e.first) <= e.last.Sub(e.first) {
 			c.sqSend = i
 			c.sendOff = uint64(p.Sub(e.first)) * uint64(c.mtu)
@@ -143,6 +190,10 @@ func (c *Conn) fill() int {
 	}
 	if c.fatal || c.rnrPending {
 		return n
+	}
+	if c.probeOut && c.sendPSN == c.probePSN && n < len(txb) {
+		txb[n] = c.probe(txb[n][:0])
+		n++
 	}
 	for n < len(txb) {
 		if c.sqSend == c.sqTail {
