@@ -31,6 +31,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/netip"
+	"slices"
 	"sync"
 	"time"
 
@@ -317,6 +318,7 @@ func (a *cmAgent) timewait(c *cmConn) {
 		return
 	}
 	c.state = cmTimewait
+	c.conn, c.req = nil, nil // Timewait keeps only what answers duplicates
 	if c.timer != nil {
 		c.timer.Stop()
 	}
@@ -329,7 +331,7 @@ func (a *cmAgent) timewait(c *cmConn) {
 	a.tw = append(a.tw, c)
 	if len(a.tw) > maxTimewait {
 		old := a.tw[0]
-		a.tw = a.tw[1:]
+		a.tw = slices.Delete(a.tw, 0, 1)
 		a.forgetLocked(old)
 	}
 	a.mu.Unlock()
@@ -352,11 +354,8 @@ func (a *cmAgent) release(c *cmConn) {
 func (a *cmAgent) forget(c *cmConn) {
 	a.mu.Lock()
 	a.forgetLocked(c)
-	for i, x := range a.tw {
-		if x == c {
-			a.tw = append(a.tw[:i], a.tw[i+1:]...)
-			break
-		}
+	if i := slices.Index(a.tw, c); i >= 0 {
+		a.tw = slices.Delete(a.tw, i, i+1) // clears the vacated slot: no stale reference
 	}
 	a.mu.Unlock()
 }

@@ -19,7 +19,8 @@ type Config struct {
 	Timeout uint8
 	// RetryCnt is how often a request is retransmitted after an ACK timeout or
 	// a PSN-sequence NAK before the WQE completes with RetryExcErr (0: 7, the
-	// most the 3-bit field carries; NoRetry: none).
+	// most the CM's 3-bit field carries; NoRetry: none). Larger values apply to
+	// QPs connected with Endpoint.Connect; the CM negotiates 0..7.
 	RetryCnt uint8
 	// RNRRetry is how often an RNR NAK is retried (0: RNRRetryInfinite, the
 	// wire's 7; NoRetry: none; 1..6).
@@ -123,11 +124,8 @@ func (c *Config) norm() Config {
 	case n.Timeout > 31 && n.Timeout != ACKTimeoutInfinite:
 		n.Timeout = 31
 	}
-	switch {
-	case n.RetryCnt == 0:
+	if n.RetryCnt == 0 {
 		n.RetryCnt = DefaultRetryCnt
-	case n.RetryCnt > 7 && n.RetryCnt != NoRetry:
-		n.RetryCnt = 7
 	}
 	switch {
 	case n.RNRRetry == 0:
