@@ -6,6 +6,7 @@ package rocev2
 
 import (
 	"errors"
+	"fmt"
 	"net/netip"
 	"sync"
 	"sync/atomic"
@@ -170,6 +171,10 @@ func (e *Endpoint) connect(qp *rnic.QP, attr ConnAttr, o connOpts) (*Conn, error
 	c.hdr = roce.Header{PKey: cfg.PKey, DestQP: c.rqpn}
 	c.rhdr = c.hdr
 	e.mu.Lock()
+	if err := e.Err(); err != nil {
+		e.mu.Unlock()
+		return nil, fmt.Errorf("rocev2: endpoint stopped: %w", err)
+	}
 	if _, ok := e.conns[qp.Num()]; ok {
 		e.mu.Unlock()
 		return nil, rnic.ErrAttached

@@ -608,12 +608,15 @@ func TestRecvErrors(t *testing.T) {
 		cfg := testConfig()
 		cfg.Logger = slog.New(h)
 		bad := os.NewSyscallError("recvmmsg", syscall.EBADF)
+		var fl *flakyLink
 		o := &pairOpts{cfg: cfg, srvWrap: func(l Link) Link {
-			fl := &flakyLink{Link: l, recvErr: bad}
-			fl.recvErrs.Store(1 << 30)
+			fl = &flakyLink{Link: l, recvErr: bad}
 			return fl
 		}}
-		_, srv := newPair(t, o)
+		cli, srv := newPair(t, o)
+		fl.recvErrs.Store(1 << 30)
+		// A packet wakes the server's receive goroutine, whose next Recv fails.
+		post(t, cli.qp, &rnic.SendWR{WRID: 1, Opcode: rnic.OpWrite, RKey: 0})
 		select {
 		case <-srv.qp.Done():
 		case <-time.After(5 * time.Second):
@@ -624,6 +627,12 @@ func TestRecvErrors(t *testing.T) {
 		}
 		if srv.ep.RecvErrors.Load() != 1 || h.count(slog.LevelError) != 1 {
 			t.Fatalf("RecvErrors %d, logged %v", srv.ep.RecvErrors.Load(), h.attrs)
+		}
+		// A stopped endpoint takes no new connections.
+		qp := srv.newQP(t)
+		defer qp.Destroy()
+		if _, err := srv.ep.Connect(qp, ConnAttr{Remote: cliAddr, RemoteQPN: 5}); !errors.Is(err, syscall.EBADF) {
+			t.Fatalf("connect on a stopped endpoint: %v", err)
 		}
 	})
 }

@@ -110,9 +110,16 @@ func (e *Endpoint) failLink(err error) {
 	for _, c := range e.conns {
 		cs = append(cs, c)
 	}
+	us := make([]*UDQP, 0, len(e.ud))
+	for _, u := range e.ud {
+		us = append(us, u)
+	}
 	e.mu.RUnlock()
 	for _, c := range cs {
 		c.abort(err)
+	}
+	for _, u := range us {
+		u.Disconnect(false)
 	}
 }
 

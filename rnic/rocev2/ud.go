@@ -2,6 +2,7 @@ package rocev2
 
 import (
 	"errors"
+	"fmt"
 	"net/netip"
 	"sync"
 	"sync/atomic"
@@ -76,6 +77,13 @@ func (e *Endpoint) CreateUD(qp *rnic.QP, qkey uint32) (*UDQP, error) {
 	}
 	u.qp = tq
 	e.mu.Lock()
+	if err := e.Err(); err != nil {
+		e.mu.Unlock()
+		u.Disconnect(false)
+		go u.run()
+		<-u.done
+		return nil, fmt.Errorf("rocev2: endpoint stopped: %w", err)
+	}
 	e.ud[qp.Num()] = u
 	e.mu.Unlock()
 	go u.run()
