@@ -10,7 +10,7 @@ package rocev2
 // retransmission, disconnection (DREQ/DREP), REJ, MRA and timewait.
 // cm_passive.go and cm_active.go are the two sides of connection setup.
 //
-// Connection states (IBTA §12.9.1, Figure 159, reduced to what RC over RDMA-CM uses):
+// Connection states (IBTA Vol.1 ch. 12, the CM state machine; Linux cm.c names, reduced to what RC over RDMA-CM uses):
 //
 //	state        side     left by
 //	ReqSent      active   REP → Established (RTU sent); REJ, timeout, ctx → Timewait
@@ -134,7 +134,7 @@ var (
 	// ErrRejected is wrapped by every *RejectError.
 	ErrRejected = errors.New("rocev2: connection rejected")
 	// ErrStaleConn: the peer rejected a connection as stale (REJ reason 10,
-	// IBTA §12.9.8.3: it still holds a connection from this QP number; connect
+	// IBTA Vol.1 ch. 12: it still holds a connection from this QP number; connect
 	// with a new QP), or a connection ended because its peer started a new one
 	// from the same QP number. errors.Is(err, ErrStaleConn) holds for a
 	// *RejectError with that reason.
@@ -261,7 +261,7 @@ func (a *cmAgent) send(dst netip.AddrPort, mad []byte) {
 	a.mu.Unlock()
 }
 
-// newLocal registers c under a fresh random comm ID (IBTA §12.6.1: comm IDs
+// newLocal registers c under a fresh random comm ID (comm IDs
 // must not repeat soon; random as Linux's cm.c allocates them).
 func (a *cmAgent) newLocal(c *cmConn) {
 	for {
@@ -412,7 +412,7 @@ func (a *cmAgent) input(p *roce.Packet, from netip.AddrPort) {
 			if c := a.match(m.RemoteCommID, m.LocalCommID, peer, true); c != nil {
 				c.mu.Lock()
 				if (c.state == cmReqSent || c.state == cmRepSent) && c.timer != nil {
-					// The peer needs longer (IBTA §12.6.6): wait its service timeout plus ours.
+					// The peer needs longer (the MRA service timeout, IBTA Vol.1 ch. 12): wait its service timeout plus ours.
 					c.timer.Reset(roce.TimeoutExp(m.ServiceTimeout&0x1F) + c.cfg.timeout())
 				}
 				c.mu.Unlock()
@@ -549,7 +549,7 @@ func (a *cmAgent) connDone(c *cmConn) {
 }
 
 // stale handles a REQ or REP from the peer at ip whose QP qpn is still
-// connected here under another comm ID (IBTA §12.9.8.3.1; Linux cm.c
+// connected here under another comm ID (IBTA Vol.1 ch. 12; Linux cm.c
 // cm_insert_remote_qpn): the old connection is stale — the peer lost it — so it
 // ends (ErrStaleConn, with a DREQ), and the caller rejects the new attempt
 // with reason 10. It reports whether a stale connection was found.

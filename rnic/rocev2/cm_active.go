@@ -1,7 +1,7 @@
 package rocev2
 
 // The active side of the connection manager: Dial sends the REQ, waits for the REP or
-// REJ and answers with the RTU (IBTA Vol.1 §12.6, §12.9; RDMA-CM's rdma_connect).
+// REJ and answers with the RTU (IBTA Vol.1 ch. 12; RDMA-CM's rdma_connect).
 
 import (
 	"context"
@@ -33,7 +33,7 @@ func (a *cmAgent) onREP(c *cmConn, m *roce.REP) {
 		c.reply <- cmEvent{rep: m}
 		return
 	case cmEstablished:
-		// Duplicate REP (IBTA §12.6.3): our RTU was lost; send it again.
+		// Duplicate REP (Linux cm.c cm_rep_handler): our RTU was lost; send it again.
 		last, conn := c.last, c.conn
 		c.mu.Unlock()
 		if conn != nil {

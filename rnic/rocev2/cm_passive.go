@@ -1,7 +1,7 @@
 package rocev2
 
 // The passive side of the connection manager: listeners, received REQs, Accept (REP)
-// and Reject (REJ), the RTU (IBTA Vol.1 §12.6, §12.9; RDMA-CM's rdma_listen/rdma_accept).
+// and Reject (REJ), the RTU (IBTA Vol.1 ch. 12; RDMA-CM's rdma_listen/rdma_accept).
 
 import (
 	"context"
@@ -78,7 +78,7 @@ func (a *cmAgent) onREQ(h roce.MADHeader, m *roce.REQ, peer netip.AddrPort) {
 	}
 }
 
-// duplicateREQ answers a REQ we already have (IBTA §12.6.2): the REP again once
+// duplicateREQ answers a REQ we already have (Linux cm.c cm_req_handler, cm_dup_req_handler): the REP again once
 // sent, an MRA while the application decides, our REJ again in Timewait.
 func (a *cmAgent) duplicateREQ(h roce.MADHeader, c *cmConn, peer netip.AddrPort) {
 	if c.peer != peer {
@@ -115,7 +115,7 @@ func (a *cmAgent) acceptTimeout(c *cmConn, r *ConnRequest) {
 	c.mu.Unlock()
 }
 
-// onRTU completes a passive connection (IBTA §12.6.3).
+// onRTU completes a passive connection (IBTA Vol.1 ch. 12).
 func (a *cmAgent) onRTU(c *cmConn) {
 	if c.active {
 		a.e.CMDropped.Add(1)
@@ -124,7 +124,7 @@ func (a *cmAgent) onRTU(c *cmConn) {
 	a.established(c)
 }
 
-// established: the RTU, or the first packet on the QP (IBTA §12.9.6: a
+// established: the RTU, or the first packet on the QP (IBTA Vol.1 ch. 12, communication established; Linux ib_cm_notify: a
 // connection whose RTU was lost is established by traffic), ends the REP's retries.
 func (a *cmAgent) established(c *cmConn) {
 	c.mu.Lock()
@@ -394,7 +394,7 @@ func (r *ConnRequest) Accept(qp *rnic.QP, p ConnParam) (*Conn, error) {
 	mad := c.last
 	a.arm(c, func() {
 		// Neither the RTU nor any packet came: reject the connection
-		// (IBTA §12.9.5, REJ "timeout") and end ours.
+		// (REJ "timeout": an initiator whose RTUs were all lost learns it failed) and end ours.
 		c.mu.Lock()
 		c.rej = a.sendREJ(c.peer, c.tid, c.localID, c.remoteID, roce.CMMsgREP, roce.RejTimeout, nil)
 		a.timewait(c)

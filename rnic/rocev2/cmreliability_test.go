@@ -33,7 +33,7 @@ func cmIdle(t *testing.T, sides ...*side) {
 	}
 }
 
-// TestCMReliability: the IB CM's own reliability (IBTA §12.9) on the in-memory link,
+// TestCMReliability: the IB CM's own reliability (IBTA Vol.1 ch. 12) on the in-memory link,
 // with each MAD type lost once and duplicated once: the connection is set up, carries
 // a message, and is torn down on both sides; the application sees one request; no CM
 // state is left once Timewait ends.
@@ -107,7 +107,7 @@ func TestCMReliability(t *testing.T) {
 				cmIdle(t, cli, srv)
 				// A lost MAD was sent again — except the RTU: the first
 				// packet on the QP establishes the connection instead
-				// (IBTA §12.9.6), so the REP need not be repeated.
+				// (IBTA Vol.1 ch. 12, communication established), so the REP need not be repeated.
 				if n := fl.sent(c.attr); n < 1 || !dup && n < 2 && c.attr != roce.AttrRTU {
 					t.Fatalf("%v sent %d times", c.attr, n)
 				}

@@ -48,7 +48,7 @@ type Endpoint struct {
 	// RecvErrors and SendErrors count errors of the link's Recv and Send.
 	RecvErrors, SendErrors atomic.Uint64
 	// CMDropped counts CM MADs dropped because their comm IDs or source
-	// address match no connection (IBTA §12.6: a MAD must match both comm IDs).
+	// address match no connection (IBTA Vol.1 ch. 12: a MAD names both comm IDs; Linux cm_acquire_id).
 	CMDropped atomic.Uint64
 	// CMRejectedLimit counts REQs refused with REJ "no resources" by a limit
 	// (listener backlog or connections, Config.MaxPendingRequests,

@@ -637,7 +637,7 @@ func TestRecvErrors(t *testing.T) {
 	})
 }
 
-// TestStaleConnection (issue 10 item 11, IBTA §12.9.8.3.1): a REQ from a QP number
+// TestStaleConnection (issue 10 item 11, IBTA Vol.1 ch. 12): a REQ from a QP number
 // that is still connected here under another comm ID (the peer lost the old
 // connection) is rejected with STALE_CONN and ends the old connection; Dial
 // reports such a REJ as ErrStaleConn.
