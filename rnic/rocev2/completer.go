@@ -247,5 +247,6 @@ func (c *Conn) progress() {
 	c.seqRetried = false
 	if c.probeOut && c.probePSN.Less(c.unaPSN) {
 		c.probeOut = false
+		c.kaSeen++ // nor is its ACK
 	}
 }

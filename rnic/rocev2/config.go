@@ -54,12 +54,12 @@ type Config struct {
 	StrictICRC bool
 
 	// KeepAlive is how long an RC connection may carry no packet before it
-	// probes the peer with a zero-length RDMA WRITE (0: 15 s; NoTimeout: never).
-	// RoCE has no other way to learn that an idle peer died: the probe, like
-	// any request, is retransmitted RetryCnt times and then moves the QP to
-	// Error (ErrRetryExceeded). So a dead peer is noticed within KeepAlive +
-	// (1+RetryCnt) × the ACK timeout when idle, (1+RetryCnt) × the ACK timeout
-	// when requests are outstanding.
+	// probes the peer with a zero-length RDMA WRITE (0: 15 s; NoTimeout: never;
+	// checked every quarter interval). RoCE has no other way to learn that an
+	// idle peer died: the probe, like any request, is retransmitted RetryCnt
+	// times and then moves the QP to Error (ErrRetryExceeded). So a dead peer is
+	// noticed within 1¼ × KeepAlive + (1+RetryCnt) × the ACK timeout when idle,
+	// (1+RetryCnt) × the ACK timeout when requests are outstanding.
 	KeepAlive time.Duration
 
 	// MaxPendingRequests bounds the connection requests (REQs) the endpoint

@@ -161,7 +161,8 @@ func (e *Endpoint) connect(qp *rnic.QP, attr ConnAttr, o connOpts) (*Conn, error
 		c.firstBy = time.Now().Add(o.firstMsg)
 	}
 	if attr.Type == RC && e.cfg.KeepAlive > 0 {
-		c.kaNext = time.Now().Add(e.cfg.KeepAlive)
+		c.kaIdle = time.Now()
+		c.kaNext = c.kaIdle.Add(e.cfg.KeepAlive / 4)
 	}
 	c.sq = make([]sqe, qp.Attr().Cap.MaxSendWR)
 	c.sendPSN, c.maxSent, c.unaPSN = attr.SendPSN&roce.PSNMask, attr.SendPSN&roce.PSNMask, attr.SendPSN&roce.PSNMask
@@ -386,12 +387,15 @@ func (c *Conn) input(r *rxCtx, p *roce.Packet, from netip.AddrPort) {
 		c.e.RxDropped.Add(1)
 		return
 	}
-	if !c.used {
+	if c.onFirst != nil {
+		c.onFirst() // any packet establishes a connection whose RTU was lost
+		c.onFirst = nil
+	}
+	if !c.used && (op.IsResponse() && c.sqHead != c.sqTail || !op.IsResponse() && !isProbe(p)) {
+		// A request, or the answer to one: the connection is in use. Keepalive
+		// probes and their ACKs are not (CMConfig.FirstMessageTimeout).
 		c.used = true
 		c.firstBy = time.Time{}
-		if c.onFirst != nil {
-			c.onFirst()
-		}
 	}
 	c.qp.CountRx(len(p.Payload), 1)
 	if op.IsResponse() {
@@ -422,3 +426,9 @@ func (c *Conn) setFatal(ev rnic.EventType, err error) {
 }
 
 var debugHook func(c *Conn)
+
+// isProbe reports a keepalive probe: a zero-length RDMA WRITE without immediate
+// data, which places nothing and completes nothing at the responder.
+func isProbe(p *roce.Packet) bool {
+	return p.Opcode().WithService(roce.ServiceRC) == roce.RCWriteOnly && p.RETH != nil && p.RETH.DMALen() == 0
+}

@@ -134,8 +134,10 @@
 //	                                                     that duplicates are checked against
 //	Config.Window                 128 PSNs               the requester waits for ACKs
 //	Config.AckEvery               64 packets             AckReq set at least this often
-//	Config.KeepAlive              15 s                   an RC connection that carried nothing is probed (a
-//	                                                     zero-length WRITE); a dead peer exhausts the retries
+//	Config.KeepAlive              15 s                   an RC connection that carried nothing that long is
+//	                                                     probed (a zero-length WRITE, checked every quarter
+//	                                                     interval); a dead peer exhausts the retries; probes
+//	                                                     and their ACKs are not "use" for FirstMessageTimeout
 //	Config.MaxPendingRequests     1024 per endpoint      REQ refused: REJ no resources (CMRejectedLimit)
 //	Config.MaxPassiveConns        4096 per endpoint      REQ refused: REJ no resources (CMRejectedLimit)
 //	Config.StrictICRC             off                    on: IPv4 ICRCs must verify with IP ID 0 (no solving;
@@ -160,9 +162,10 @@
 //	                                                     its QPs end with it, Endpoint.Err reports it
 //
 // A peer that dies is noticed by retry exhaustion: within (1+RetryCnt) × the
-// ACK timeout (≈ 0.54 s by default) when requests are outstanding, KeepAlive
-// later (≈ 15.5 s) when the connection was idle; with ACKTimeoutInfinite or
-// NoTimeout keepalive, never.
+// ACK timeout (≈ 0.54 s by default) when requests are outstanding, 1 to 1¼
+// KeepAlive later (15–19 s + 0.54 s by default) when the connection was idle;
+// with ACKTimeoutInfinite or NoTimeout keepalive, never. The QP then moves to
+// Error with ErrRetryExceeded and its work is flushed.
 //
 // Counters (Endpoint fields, atomic): RxDropped, ICRCErrors, ICRCIDSolved,
 // RxWrongSource, RecvErrors, SendErrors, CMDropped, CMRejectedLimit, CMStale,

@@ -85,3 +85,33 @@ func TestPeerDeath(t *testing.T) {
 		}
 	}
 }
+
+// TestKeepAlive: an idle RC connection to a live peer is probed (zero-length WRITEs,
+// which the peer ACKs) and stays up; the probes and their ACKs do not count as use,
+// so an accepted connection that carries nothing else still ends at its
+// first-message timeout.
+func TestKeepAlive(t *testing.T) {
+	cfg := testConfig()
+	cfg.KeepAlive = 20 * time.Millisecond
+	cli, srv, res, err := cmPair(t, &pairOpts{cfg: cfg, cm: &CMConfig{ResponseTimeout: 14, MaxRetries: 5,
+		FirstMessageTimeout: 400 * time.Millisecond}}, acceptWith(""))
+	if err != nil || res.err != nil {
+		t.Fatal(err, res.err)
+	}
+	select {
+	case <-srv.qp.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("the idle accepted connection outlived its first-message timeout")
+	}
+	if !errors.Is(srv.conn.Err(), ErrFirstMessageTimeout) {
+		t.Fatalf("server conn ended with %v", srv.conn.Err())
+	}
+	probes := cli.link.Stats().Sent + srv.link.Stats().Sent
+	t.Logf("%d packets on the idle connection in 400 ms (keepalive every 20-25 ms, both ways, and ACKs)", probes)
+	if cli.qp.Counters().TxSegments.Load() == 0 || srv.qp.Counters().TxSegments.Load() == 0 {
+		t.Fatal("no keepalive probes")
+	}
+	if cli.qp.Counters().Retransmits.Load() != 0 {
+		t.Fatal("a live peer's probes were retransmitted")
+	}
+}

@@ -39,7 +39,8 @@ type requester struct {
 	// an interval, a zero-length RDMA WRITE probes the peer; a dead peer
 	// exhausts its retries like any request.
 	kaNext   time.Time // next check; zero: keepalive off
-	kaSeen   uint64    // packets counted at the last check
+	kaSeen   uint64    // packets counted (less probes and their ACKs) at the last change
+	kaIdle   time.Time // when kaSeen last changed
 	probeOut bool      // a probe is outstanding at probePSN
 	probePSN roce.PSN
 }
@@ -89,18 +90,24 @@ func (c *Conn) timersLocked(now time.Time) {
 }
 
 // keepalive probes the peer when the connection carried no packet in either
-// direction since the last check and has nothing outstanding.
+// direction (probes and their ACKs aside) for Config.KeepAlive and has nothing
+// outstanding. It looks every quarter of the interval, so a probe leaves at most
+// 1¼ intervals after the last packet.
 func (c *Conn) keepalive(now time.Time) {
 	if c.kaNext.IsZero() || now.Before(c.kaNext) {
 		return
 	}
-	c.kaNext = now.Add(c.e.cfg.KeepAlive)
+	c.kaNext = now.Add(c.e.cfg.KeepAlive / 4)
 	cnt := c.qp.QP().Counters()
 	seen := cnt.RxSegments.Load() + cnt.TxSegments.Load()
-	if seen == c.kaSeen && !c.probeOut && c.unaPSN == c.maxSent && c.sqHead == c.sqTail && !c.fatal {
-		c.probeOut, c.probePSN = true, c.sendPSN
+	if seen != c.kaSeen {
+		c.kaSeen, c.kaIdle = seen, now
+		return
 	}
-	c.kaSeen = seen
+	if now.Sub(c.kaIdle) >= c.e.cfg.KeepAlive && !c.probeOut && c.unaPSN == c.maxSent && c.sqHead == c.sqTail && !c.fatal {
+		c.probeOut, c.probePSN = true, c.sendPSN
+		c.kaIdle = now
+	}
 }
 
 // probe builds the keepalive probe: a zero-length RDMA WRITE, which needs no
@@ -111,6 +118,7 @@ func (c *Conn) probe(b []byte) []byte {
 	h.VA, h.RKey, h.DMALen = 0, 0, 0
 	b = h.Append(b, 0)
 	c.noack = 0
+	c.kaSeen++ // the probe is not traffic
 	c.sendPSN = c.sendPSN.Add(1)
 	if c.sendPSN.Distance(c.maxSent) > 0 {
 		c.maxSent = c.sendPSN
