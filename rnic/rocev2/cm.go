@@ -193,6 +193,7 @@ type cmConn struct {
 	counted  bool         // counted in the passive connections
 	last     []byte       // last MAD sent (for retries and duplicates)
 	timer    *time.Timer
+	armed    uint32 // generation of the retry timer (arm)
 	retries  int
 	reply    chan cmEvent // active side: REP/REJ/timeout
 	resolved bool         // established by an RTU or the first packet
@@ -281,12 +282,16 @@ func (a *cmAgent) arm(c *cmConn, fail func()) {
 		c.timer.Stop()
 	}
 	c.retries = 0
-	c.timer = time.AfterFunc(c.cfg.timeout(), func() { a.retry(c, fail) })
+	c.armed++
+	gen := c.armed
+	c.timer = time.AfterFunc(c.cfg.timeout(), func() { a.retry(c, gen, fail) })
 }
 
-func (a *cmAgent) retry(c *cmConn, fail func()) {
+// retry is the retry timer armed as generation gen: a callback that fired while
+// the timer was being replaced finds a newer generation and does nothing.
+func (a *cmAgent) retry(c *cmConn, gen uint32, fail func()) {
 	c.mu.Lock()
-	if c.state != cmReqSent && c.state != cmRepSent && c.state != cmDreqSent || c.resolved {
+	if gen != c.armed || c.state != cmReqSent && c.state != cmRepSent && c.state != cmDreqSent || c.resolved {
 		c.mu.Unlock()
 		return
 	}
