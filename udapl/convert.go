@@ -11,6 +11,7 @@ import "C"
 import (
 	"encoding/binary"
 	"net"
+	"net/netip"
 	"os"
 	"unsafe"
 
@@ -121,6 +122,9 @@ func putAddr(dst *C.DAT_SOCK_ADDR6, a net.Addr) *C.DAT_SOCK_ADDR {
 		ip, port = v.IP, v.Port
 	case *net.IPAddr:
 		ip = v.IP
+	case interface{ AddrPort() netip.AddrPort }: // rocev2.Addr: IP and service port
+		ap := v.AddrPort()
+		ip, port = ap.Addr().AsSlice(), int(ap.Port())
 	}
 	if ip == nil {
 		return nil

@@ -42,7 +42,7 @@ ensure_host_tools() {
 # Guest userspace packages (bookworm). Their shared-library closure is checked below.
 guest_pkgs=(busybox-static dash iproute2 ibverbs-utils rdmacm-utils perftest ibverbs-providers
 	libibverbs1 librdmacm1 libibumad3 libc6 libnl-3-200 libnl-route-3-200 libbpf1 libbsd0 libcap2
-	libelf1 libmnl0 libpci3 libmd0 zlib1g libudev1 libzstd1 liblzma5 libgcc-s1
+	libelf1 libmnl0 libpci3 libmd0 zlib1g libudev1 libzstd1 liblzma5 libgcc-s1 libxtables12
 	dapl2-utils libdapl2)
 # (dapl2-utils, libdapl2: OFA DAPL's dtest and its libdat2 + cma provider libdaplofa, for the
 # uDAPL interop tests; the tests write their own dat.conf and point DAT_OVERRIDE at it.)
@@ -50,10 +50,12 @@ guest_pkgs=(busybox-static dash iproute2 ibverbs-utils rdmacm-utils perftest ibv
 # Binaries kept in the guest (everything else from those packages is dropped).
 guest_bins=(rping ucmatose udaddy rdma_server rdma_client ibv_devices ibv_devinfo ibv_asyncwatch ibv_rc_pingpong
 	ibv_ud_pingpong ibv_srq_pingpong ib_send_bw ib_send_lat ib_write_bw ib_write_lat ib_read_bw
-	ib_read_lat dtest ip rdma dash busybox)
+	ib_read_lat dtest ip rdma tc dash busybox)
 # Kernel modules loaded in the guest (dependencies follow from modules.dep).
 guest_mods=(virtio_pci virtio_net virtio_console configfs crc32c_generic libcrc32c crc32_generic crc32_pclmul crc32c_intel ib_core
-	ib_uverbs ib_umad ib_cm iw_cm rdma_cm rdma_ucm rdma_rxe udp_tunnel ip6_udp_tunnel)
+	ib_uverbs ib_umad ib_cm iw_cm rdma_cm rdma_ucm rdma_rxe udp_tunnel ip6_udp_tunnel sch_netem sch_prio cls_u32)
+# (tc with libxtables12, sch_netem, sch_prio, cls_u32: the impaired-link tests put netem on the
+# guest's NICs.)
 
 ensure_host_tools
 

@@ -70,7 +70,7 @@ func runDtest(t *testing.T, e *env, c dtestCase) {
 		err       error
 	}{{"client", cout, cerr}, {"server", sout, serr}} {
 		if p.err != nil || !strings.Contains(p.out, "DAPL Test Complete. PASSED") {
-			t.Fatalf("dtest %s: %v\n%s", p.role, p.err, tail(p.out, 40))
+			t.Fatalf("dtest %s: %v\n%s\nthe other side:\n%s", p.role, p.err, tail(p.out, 40), tail(map[bool]string{true: sout, false: cout}[p.role == "client"], 40))
 		}
 		for _, ph := range c.phases {
 			if !strings.Contains(p.out, ph) {

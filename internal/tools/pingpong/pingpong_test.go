@@ -34,13 +34,19 @@ func TestParsePingpongArgs(t *testing.T) {
 func freePort(t *testing.T, network string) int {
 	t.Helper()
 	switch network {
-	case "udp":
-		c, err := net.ListenPacket("udp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
+	case "udp": // below 0xC000: RoCEv2 links may not bind the entropy range
+		for i := 0; i < 100; i++ {
+			c, err := net.ListenPacket("udp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			if p := c.LocalAddr().(*net.UDPAddr).Port; p < 0xC000 {
+				return p
+			}
 		}
-		defer c.Close()
-		return c.LocalAddr().(*net.UDPAddr).Port
+		t.Fatal("no UDP port below 0xC000 in 100 tries")
+		return 0
 	default:
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {

@@ -99,7 +99,7 @@ func listen(dev *rnic.Device, ep *rocev2.Endpoint, host string, o *Options) (*li
 // link's address with the RDMA-CM port).
 func (l *listener) addr() net.Addr {
 	if l.ro != nil {
-		return net.UDPAddrFromAddrPort(l.ro.Addr())
+		return net.UDPAddrFromAddrPort(l.ro.Addr().AddrPort())
 	}
 	return l.iw.Addr()
 }

@@ -106,9 +106,9 @@ func OpenDevice(useRoCE bool, localAddr func() (netip.Addr, error)) (*rnic.Devic
 	if err != nil {
 		return dev, nil, fmt.Errorf("RoCEv2 UDP socket on %v: %w", laddr, err)
 	}
-	cfg := rocev2.DefaultConfig()
-	cfg.PeerPort = roce.UDPPort // kernel peers listen on 4791 whatever their source port
-	return dev, rocev2.NewEndpoint(dev, link, cfg), nil
+	// kernel peers send from entropy ports and listen on 4791: the endpoint answers them
+	// there (rnic/rocev2.Addr)
+	return dev, rocev2.NewEndpoint(dev, link, nil), nil
 }
 
 // RouteSource returns the local address the kernel would use to send UDP to host:port
