@@ -750,12 +750,12 @@ func TestDaemonSignalAndTools(t *testing.T) {
 		}
 		t.Fatalf("%s client: %v", name, err)
 	}
-	ro, err := rping.ParseArgs([]string{"-c", "-a", "127.0.0.1", "-p", rp, "-C", "3", "-V", "--settle", "1ms"})
+	ro, err := rping.ParseArgs([]string{"-c", "-a", "127.0.0.1", "-p", rp, "-C", "3", "-V"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	retry("rping", func() error { return rping.Run(ctx, ro, nil, nil) })
-	po, err := perftest.ParseArgs([]string{"read", "-p", pp, "-n", "20", "-s", "4096", "--settle", "1ms", "127.0.0.1"})
+	po, err := perftest.ParseArgs([]string{"read", "-p", pp, "-n", "20", "-s", "4096", "127.0.0.1"})
 	if err != nil {
 		t.Fatal(err)
 	}

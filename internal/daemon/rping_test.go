@@ -58,7 +58,7 @@ func TestDaemonRpingConcurrent(t *testing.T) {
 	t0 := time.Now()
 
 	client := func() error {
-		ro, err := rping.ParseArgs([]string{"-c", "-a", "127.0.0.1", "-p", port, "-C", "5", "-V", "--settle", "0", "--timeout", "10s"})
+		ro, err := rping.ParseArgs([]string{"-c", "-a", "127.0.0.1", "-p", port, "-C", "5", "-V", "--timeout", "10s"})
 		if err != nil {
 			t.Fatal(err)
 		}

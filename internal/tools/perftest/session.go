@@ -60,7 +60,7 @@ func newSession(o Options, stdout io.Writer) (*session, error) {
 	s := &session{o: o, isServer: o.Peer == "", cycle: defPageSize, cacheLine: defCacheLn, stdout: stdout}
 	var err error
 	fail := func(e error) (*session, error) { s.close(); return nil, e }
-	if s.dev, s.ep, err = tool.OpenDevice(o.RoCE, func() (netip.Addr, error) { return localAddr(&o) }); err != nil {
+	if s.dev, s.ep, err = openDevice(o.RoCE, func() (netip.Addr, error) { return localAddr(&o) }); err != nil {
 		return fail(err)
 	}
 	if s.pd, err = s.dev.AllocPD(); err != nil {
@@ -778,4 +778,28 @@ func (s *session) postSends(ctx context.Context) (bwReport, error) {
 		}
 	}
 	return m.report(iters), nil
+}
+
+// openDevice opens the device and, for RoCE, its endpoint on UDP 4791 at the local address.
+func openDevice(useRoCE bool, localAddr func() (netip.Addr, error)) (*rnic.Device, *rocev2.Endpoint, error) {
+	devCfg := rnic.Config{Name: tool.DefaultDevice}
+	var laddr netip.Addr
+	if useRoCE {
+		var err error
+		if laddr, err = localAddr(); err != nil {
+			return nil, nil, err
+		}
+		devCfg.LocalAddr = laddr.String()
+	}
+	dev, err := rnic.Open(devCfg)
+	if err != nil || !useRoCE {
+		return dev, nil, err
+	}
+	link, err := rocev2.ListenUDP(netip.AddrPortFrom(laddr, roce.UDPPort), nil)
+	if err != nil {
+		return dev, nil, fmt.Errorf("RoCEv2 UDP socket on %v: %w", laddr, err)
+	}
+	cfg := rocev2.DefaultConfig()
+	cfg.PeerPort = roce.UDPPort
+	return dev, rocev2.NewEndpoint(dev, link, cfg), nil
 }

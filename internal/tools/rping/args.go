@@ -26,8 +26,6 @@ func Usage(w io.Writer) {
 	-p port		port (default 7174)
 	--crc		request MPA CRC32c (rping has no such flag; siw follows the request)
 	--timeout d	give up after the duration d (e.g. 30s)
-	--settle d	iWARP client: delay the first FPDU after connecting by d, for Linux siw's
-			accept race (default 200ms; 0 disables it)
 	--fault f	inject a fault: write-bad-stag, read-bad-stag (server), sink-oob (client)
 	--roce		RoCEv2 (IB CM over UDP 4791, as rping on rxe) instead of iWARP;
 			the server needs -a (its RoCE address)
@@ -81,7 +79,7 @@ func ParseArgs(args []string) (Options, error) {
 					return o, fmt.Errorf("invalid --max-sessions %q", v)
 				}
 				o.MaxSessions = n
-			case "timeout", "settle", "idle":
+			case "timeout", "idle":
 				v, err := needVal()
 				if err != nil {
 					return o, err
@@ -91,8 +89,6 @@ func ParseArgs(args []string) (Options, error) {
 					return o, err
 				}
 				switch name {
-				case "settle":
-					o.Settle = d
 				case "idle":
 					o.IdleTimeout = d
 				default:

@@ -7,9 +7,7 @@ import (
 	"time"
 
 	"github.com/softrnic/softrnic/internal/tools/tool"
-	"github.com/softrnic/softrnic/mpa"
 	"github.com/softrnic/softrnic/rnic"
-	"github.com/softrnic/softrnic/rnic/iwarp"
 )
 
 // Summary is the one-line description "softrnic help" prints.
@@ -33,10 +31,6 @@ const (
 
 	// DefaultMaxSessions bounds a persistent server's concurrent sessions.
 	DefaultMaxSessions = 64
-
-	// DefaultSettle is the engine's delay of a client's first FPDU after connecting, a
-	// workaround for Linux siw's responder race (iwarp.Config.Settle).
-	DefaultSettle = iwarp.DefaultSettle
 )
 
 // Fault is a deliberate protocol fault for error tests (--fault).
@@ -64,7 +58,6 @@ type Options struct {
 	CRC     bool          // --crc: request MPA CRC (C bit)
 	Timeout time.Duration // --timeout: bound on the whole run (0: none)
 	Fault   Fault         // --fault
-	Settle  time.Duration // --settle: iWARP client pause between connect and the first Send
 	RoCE    bool          // --roce: RoCEv2 with the IB CM instead of iWARP
 	Local   string        // --local: client's local IP address for RoCEv2
 
@@ -80,12 +73,12 @@ type Options struct {
 	// *net.TCPAddr, or a *net.UDPAddr with the RDMA-CM port for RoCEv2).
 	Listening func(net.Addr)
 
-	collectNegotiate func(mpa.Params, *rnic.Counters) // tests: a session's MPA parameters and counters at its end
+	collectCounters func(*rnic.Counters) // tests: a session's QP counters at its end
 }
 
 // DefaultOptions are the command line's defaults (a client until Server is set).
 func DefaultOptions() Options {
-	return Options{Port: DefaultPort, Size: DefaultSize, Settle: DefaultSettle}
+	return Options{Port: DefaultPort, Size: DefaultSize}
 }
 
 // Main is the "softrnic rping" command.
