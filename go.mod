@@ -1,6 +1,6 @@
 module github.com/softrnic/softrnic
 
-go 1.26.0
+go 1.26.3
 
 require (
 	github.com/cilium/ebpf v0.22.0
@@ -10,4 +10,11 @@ require (
 	golang.org/x/sys v0.49.0
 )
 
-require golang.org/x/net v0.48.0 // indirect
+require (
+	github.com/google/btree v1.1.2 // indirect
+	github.com/safchain/ethtool v0.7.0 // indirect
+	golang.org/x/exp v0.0.0-20250711185948-6ae5c78190dc // indirect
+	golang.org/x/net v0.52.0 // indirect
+	golang.org/x/time v0.15.0 // indirect
+	gvisor.dev/gvisor v0.0.0-20260905035102-160fafc42237 // indirect
+)

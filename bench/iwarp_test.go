@@ -51,7 +51,6 @@ func connect(b *testing.B, crc bool) (cli, srv *end) {
 	cfg := iwarp.DefaultConfig()
 	cfg.MPA.CRC = crc
 	cfg.MULPDU = mulpdu
-	cfg.Settle = 0 // no siw peer here
 	ln, err := iwarp.Listen(srv.dev, "127.0.0.1:0", cfg)
 	if err != nil {
 		b.Fatal(err)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/softrnic/softrnic/rnic"
@@ -725,7 +726,11 @@ func (ep *EP) Connect(remote net.Addr, qual ConnQual, timeout Timeout, privateDa
 	if !ok {
 		return invalidArg(3)
 	}
-	return ep.connect(net.JoinHostPort(ip.String(), strconv.Itoa(port)), &net.TCPAddr{IP: ip, Port: port}, qual, timeout, privateData, qos, flags)
+	addr := net.JoinHostPort(ip.String(), strconv.Itoa(port))
+	if ua, ok := remote.(*net.UDPAddr); ok && ua.Port != 0 {
+		addr += "@" + strconv.Itoa(ua.Port) // RoCEv2: the remote IA's UDP port
+	}
+	return ep.connect(addr, &net.TCPAddr{IP: ip, Port: port}, qual, timeout, privateData, qos, flags)
 }
 
 // CommonConnect is dat_ep_common_connect (spec §6.6.15): connect to a CSP
@@ -803,6 +808,7 @@ func (ep *EP) connect(addr string, ra *net.TCPAddr, qual ConnQual, timeout Timeo
 	if err := ia.needTransport(); err != nil {
 		return err
 	}
+	addr = ia.peerAddr(addr)
 	if len(pd) > ia.tr.MaxPrivateData(cm.MsgConnect) {
 		return invalidArg(6)
 	}
@@ -1026,4 +1032,15 @@ func (ia *IA) goDestroy(qp *rnic.QP) {
 		defer ia.wg.Done()
 		_ = qp.Destroy()
 	}()
+}
+
+// peerAddr completes a remote address for the IA's network. A RoCEv2 peer IA whose UDP
+// port is not given ("ip:port@udp") is taken to be on this IA's own UDP port: IAs on the
+// standard port talk to peers on 4791, and IAs of a test or of processes sharing a host
+// without a daemon on another port find each other (see rnic/rocev2.Addr).
+func (ia *IA) peerAddr(addr string) string {
+	if ia.tr.Network() != cm.RoCEv2 || strings.Contains(addr, "@") || ia.udpPort == 0 {
+		return addr
+	}
+	return addr + "@" + strconv.Itoa(ia.udpPort)
 }

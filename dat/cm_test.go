@@ -495,3 +495,64 @@ func maxPrivateDataFlow(t *testing.T, srv, cli *side, srvAddr net.Addr) {
 		t.Fatalf("reply private data: %d bytes", len(ce.Conn.PrivateData))
 	}
 }
+
+// Two opens of the same provider may share a connection EVD (OFA DAPL
+// allows it; dapltest's limit tests rely on it); completion EVDs and
+// instances of other providers stay apart.
+func TestConnEVDSharedAcrossInstances(t *testing.T) {
+	r := NewRegistry()
+	for _, n := range []string{"a", "b"} {
+		if err := r.AddProvider(&Provider{Info: ProviderInfo{Name: n, VersionMajor: 2}, InstanceData: "iwarp 127.0.0.1"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	open := func(name string) *IA {
+		ia, _, err := r.OpenIA(name, 16, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { ia.Close(CloseAbrupt) })
+		return ia
+	}
+	ia1, ia2, other := open("a"), open("a"), open("b")
+	conn := mustEVD(t, ia1, 8, nil, EVDConnection)
+	dto1 := mustEVD(t, ia1, 8, nil, EVDDTO)
+	pz2, err := ia2.CreatePZ()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ia2.CreateEP(pz2, dto1, nil, nil, nil); !errors.Is(err, ErrInvalidHandleEVDRecv) {
+		t.Fatalf("completion EVD of another instance: %v", err)
+	}
+	pzo, err := other.CreatePZ()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := other.CreateEP(pzo, nil, nil, conn, nil); !errors.Is(err, ErrInvalidHandleEVDConn) {
+		t.Fatalf("connection EVD of another provider: %v", err)
+	}
+	dto2 := mustEVD(t, ia2, 8, nil, EVDDTO)
+	ep, err := ia2.CreateEP(pz2, dto2, dto2, conn, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := conn.Free(); !errors.Is(err, ErrInvalidStateEVDInUse) {
+		t.Fatalf("free of a connection EVD feeding another instance's EP: %v", err)
+	}
+	srv := newSide(t, "server")
+	psp, qual, err := srv.ia.CreatePSPAny(srv.cr, PSPConsumer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer psp.Free()
+	if err := ep.Connect(loopback(), qual, waitT, nil, QoSBestEffort, ConnectDefault); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.wait(srv.cr).CR.CR.Accept(srv.ep, nil); err != nil {
+		t.Fatal(err)
+	}
+	ev, _, err := conn.Wait(context.Background(), waitT, 1)
+	if err != nil || ev.Number != ConnectionEventEstablished || ev.Conn.EP != ep || ev.EVD != conn {
+		t.Fatalf("%v %+v", err, ev)
+	}
+}

@@ -170,10 +170,20 @@ func checkEVDRole(ia *IA, e *EVD, need EVDFlags, bad Error) error {
 	if e == nil {
 		return nil
 	}
-	if !alive(e) || e.ia != ia || e.flags&need == 0 {
+	if !alive(e) || e.flags&need == 0 || (e.ia != ia && !(need == EVDConnection && sameProvider(e.ia, ia))) {
 		return bad
 	}
 	return nil
+}
+
+// sameProvider reports whether a and b are open instances of the same
+// provider. Connection events are posted by the EP, not by a device, so an
+// EP may report them on a connection EVD of another instance of its IA (as
+// OFA DAPL allows; dapltest's limit tests share one connection EVD among
+// the EPs of several opens of the same IA). Completion EVDs stay per
+// instance: they are fed by the instance's engine device.
+func sameProvider(a, b *IA) bool {
+	return a != nil && b != nil && a.prov == b.prov && alive(a)
 }
 
 // CreateEP is dat_ep_create (spec §6.6.4). Any EVD may be nil (the Consumer

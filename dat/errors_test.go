@@ -149,3 +149,22 @@ func TestStringers(t *testing.T) {
 		t.Error("unknown event number")
 	}
 }
+
+// Subtype values are the C ABI of OFA DAPL's dat_error.h (libdat2 2.1.10),
+// which lists DAT_INVALID_STATE_SRQ_SHUTDOWN after DAT_INVALID_STATE_SRQ_IN_USE.
+func TestSubtypeValuesLibdat2(t *testing.T) {
+	for _, c := range []struct {
+		s    Subtype
+		want Subtype
+	}{
+		{SubInvalidStateSRQInUse, 87}, {SubInvalidStateSRQShutdown, 88}, {SubPrivilegesRead, 89},
+		{SubInvalidAddressMalformed, 99}, {SubThreadSafetyNotFound, 103},
+	} {
+		if c.s != c.want {
+			t.Errorf("%v = %d, want %d", c.s, c.s, c.want)
+		}
+	}
+	if got := CodeOf(ErrPrivilegesRead); got != 0x800B0059 {
+		t.Errorf("DAT_PRIVILEGES_VIOLATION|DAT_PRIVILEGES_READ = %#x, want 0x800b0059", got)
+	}
+}

@@ -6,6 +6,8 @@ import (
 	"sort"
 	"strings"
 	"sync"
+
+	"github.com/softrnic/softrnic/rnic/iwarp"
 )
 
 // ProviderInfo is DAT_PROVIDER_INFO (spec §8.2.2.1).
@@ -28,6 +30,10 @@ type Provider struct {
 	Info         ProviderInfo
 	InstanceData string
 	Related      []string
+	// IWARP, when not nil, configures the iWARP transport of the IAs of an
+	// "iwarp" provider (MPA options, RFC 7306 extensions, timeouts). nil
+	// means iwarp.DefaultConfig() with the RFC 7306 extensions enabled.
+	IWARP *iwarp.Config
 }
 
 type regEntry struct {

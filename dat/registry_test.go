@@ -1,9 +1,12 @@
 package dat
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"testing"
+
+	"github.com/softrnic/softrnic/rnic/iwarp"
 )
 
 // §8.2 registry APIs.
@@ -104,5 +107,54 @@ func TestDefaultRegistry(t *testing.T) {
 	rel, err := ProvidersRelated("softrnic-iwarp", "ofa-v2-iwarp")
 	if err != nil || rel != HATrue {
 		t.Fatalf("%v %v", rel, err)
+	}
+}
+
+// Provider.IWARP configures the iWARP transport of the provider's IAs: here
+// a smaller private-data cap and no MPA CRC request, talking to an IA with
+// the default configuration (CRC is used when either side asks, RFC 5044).
+func TestProviderIWARPConfig(t *testing.T) {
+	cfg := iwarp.DefaultConfig()
+	cfg.MPA.CRC = false
+	cfg.MPA.MaxPrivateData = 100
+	r := NewRegistry()
+	if err := r.AddProvider(&Provider{Info: ProviderInfo{Name: "c", VersionMajor: 2}, InstanceData: "iwarp 127.0.0.1", IWARP: cfg}); err != nil {
+		t.Fatal(err)
+	}
+	ia, _, err := r.OpenIA("c", 16, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ia.Close(CloseAbrupt)
+	if _, p, err := ia.Query(0, 0); err != nil || p.MaxPrivateDataSize != 96 {
+		t.Fatalf("max private data %d, %v; want 96", p.MaxPrivateDataSize, err)
+	}
+	cfg.MPA.MaxPrivateData = 200 // the provider keeps its own copy per IA
+	if _, p, _ := ia.Query(0, 0); p.MaxPrivateDataSize != 96 {
+		t.Fatalf("config shared with the caller: %d", p.MaxPrivateDataSize)
+	}
+	pz, err := ia.CreatePZ()
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn := mustEVD(t, ia, 8, nil, EVDConnection)
+	ep, err := ia.CreateEP(pz, nil, nil, conn, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := newSide(t, "server")
+	psp, qual, err := srv.ia.CreatePSPAny(srv.cr, PSPConsumer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer psp.Free()
+	if err := ep.Connect(loopback(), qual, waitT, []byte("hi"), QoSBestEffort, ConnectDefault); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.wait(srv.cr).CR.CR.Accept(srv.ep, nil); err != nil {
+		t.Fatal(err)
+	}
+	if ev, _, err := conn.Wait(context.Background(), waitT, 1); err != nil || ev.Number != ConnectionEventEstablished {
+		t.Fatalf("%v %v", ev.Number, err)
 	}
 }

@@ -91,16 +91,28 @@ func TestRoCERSPAndExtensions(t *testing.T) {
 // Opening an IA whose RoCEv2 UDP port is taken fails with DAT_INSUFFICIENT_RESOURCES
 // (DAT_RESOURCE_DEVICE) and keeps the cause: errors.Is reaches EADDRINUSE.
 func TestOpenIAPortInUseKeepsCause(t *testing.T) {
-	pc, err := net.ListenPacket("udp4", "127.0.0.1:0")
-	if err != nil {
-		t.Skip("no UDP on loopback:", err)
+	// a taken UDP port below 0xC000 (RoCEv2 links may not bind the entropy range)
+	var pc net.PacketConn
+	for i := 0; pc == nil && i < 100; i++ {
+		c, err := net.ListenPacket("udp4", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal("no UDP on loopback:", err)
+		}
+		if c.LocalAddr().(*net.UDPAddr).Port < 0xC000 {
+			pc = c
+		} else {
+			defer c.Close()
+		}
+	}
+	if pc == nil {
+		t.Fatal("no UDP port below 0xC000 in 100 tries")
 	}
 	defer pc.Close()
 	r := NewRegistry()
 	if err := r.AddProvider(&Provider{Info: ProviderInfo{Name: "t", VersionMajor: 2}, InstanceData: "rocev2 " + pc.LocalAddr().String()}); err != nil {
 		t.Fatal(err)
 	}
-	_, _, err = r.OpenIA("t", 16, nil)
+	_, _, err := r.OpenIA("t", 16, nil)
 	if !errors.Is(err, ErrResourceDevice) || !errors.Is(err, syscall.EADDRINUSE) {
 		t.Fatalf("%v", err)
 	}

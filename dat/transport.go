@@ -14,12 +14,19 @@ import (
 // establishment for Endpoints. The provider's instance data names the network and the
 // local address: "iwarp <ip>" or "rocev2 <ip>[:<udp port>]".
 
-// openTransport attaches the IA's device to network at addr.
-func openTransport(dev *rnic.Device, network, addr string) (*cm.Transport, error) {
+// openTransport attaches the IA's device to network at addr; iw, if set, is the
+// provider's iWARP configuration (Provider.IWARP).
+func openTransport(dev *rnic.Device, network, addr string, iw *iwarp.Config) (*cm.Transport, error) {
 	var o *cm.Options
 	if network == cm.IWARP {
-		cfg := iwarp.DefaultConfig()
-		cfg.Extensions = true // RFC 7306 atomics and immediate data (dat↔dat)
+		var cfg *iwarp.Config
+		if iw != nil {
+			c := *iw
+			cfg = &c
+		} else {
+			cfg = iwarp.DefaultConfig()
+			cfg.Extensions = true // RFC 7306 atomics and immediate data (dat↔dat)
+		}
 		o = &cm.Options{IWARP: cfg}
 	}
 	return cm.Open(dev, network, addr, o)

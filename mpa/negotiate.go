@@ -31,6 +31,13 @@ type Config struct {
 	// (initiator) or accept (responder). 0 means RTRWrite|RTRRead, Linux
 	// siw's set.
 	RTR RTRType
+	// Offer narrows, for an initiator, the RTR types its Request offers to
+	// Offer&RTR (0, or no overlap with RTR: all of RTR); the reply may still
+	// pick any type of RTR. It lets one Config accept every type of RTR as a
+	// responder but offer only the zero-length Read as an initiator, which a
+	// responder must answer with a zero-length Read Response (RFC 5040
+	// §5.2.1): proof that the RTR was processed.
+	Offer RTRType
 	// MaxPrivateData caps PD_Length sent and accepted; 0 means
 	// MaxPrivateData (512). Use SiwMaxPrivateData towards Linux siw.
 	MaxPrivateData int
@@ -48,6 +55,14 @@ func (c *Config) rtr() RTRType {
 		return RTRWrite | RTRRead
 	}
 	return c.RTR & (RTRSend | RTRWrite | RTRRead)
+}
+
+// offer returns the RTR types an initiator's Request offers.
+func (c *Config) offer() RTRType {
+	if o := c.Offer & c.rtr(); o != 0 {
+		return o
+	}
+	return c.rtr()
 }
 
 func (c *Config) maxPD() int {
@@ -114,7 +129,7 @@ func Request(cfg Config, pd []byte) (Frame, error) {
 		f.IRD, f.ORD = clamp14(cfg.IRD), clamp14(cfg.ORD)
 		if cfg.P2P {
 			f.P2P = true
-			f.RTR = cfg.rtr()
+			f.RTR = cfg.offer()
 			if f.RTR&RTRRead != 0 && f.ORD == 0 {
 				f.ORD = 1
 			}

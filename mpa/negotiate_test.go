@@ -144,6 +144,24 @@ func TestRequestRules(t *testing.T) {
 	if b[20] != 0x80 || b[21] != 4 || b[22] != 0xC0 || b[23] != 1 {
 		t.Fatalf("p2p request word %x", b[20:24])
 	}
+	// Offer narrows the offered RTR types (here to the Read RTR: ORD word 0x4000 | 1);
+	// an Offer outside RTR is ignored.
+	for _, tc := range []struct {
+		cfg  Config
+		want RTRType
+	}{
+		{Config{P2P: true, Offer: RTRRead}, RTRRead},
+		{Config{P2P: true, RTR: RTRWrite | RTRRead, Offer: RTRRead | RTRSend}, RTRRead},
+		{Config{P2P: true, RTR: RTRWrite, Offer: RTRRead}, RTRWrite},
+	} {
+		r, err := Request(tc.cfg, nil)
+		if err != nil || r.RTR != tc.want {
+			t.Fatalf("%+v: offered %v, want %v (%v)", tc.cfg, r.RTR, tc.want, err)
+		}
+	}
+	if b := func() []byte { r, _ := Request(Config{P2P: true, Offer: RTRRead}, nil); return r.Append(nil) }(); b[22] != 0x40 || b[23] != 1 {
+		t.Fatalf("read-only offer word %x", b[20:24])
+	}
 	if _, err := Request(Config{MaxPrivateData: SiwMaxPrivateData}, make([]byte, 253)); err != ErrPrivateDataTooLong {
 		t.Fatal(err)
 	}

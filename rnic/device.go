@@ -1,6 +1,7 @@
 package rnic
 
 import (
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 )
@@ -18,6 +19,14 @@ type Config struct {
 	MaxInline int    // inline bytes per send WR, 256
 	MaxORD    int    // outbound Read/atomic depth per QP, 128
 	MaxIRD    int    // inbound Read/atomic depth per QP, 128
+	// StartQPN is the first QP number allocated, numbering sequentially from it (for
+	// reproducible numbers in tests and captures). 0, the default, starts at a random
+	// number and advances by a random stride of 1..QPNStride, so a new process or device
+	// does not reuse the numbers a recent one used: a peer's IB CM keeps (GID, QPN) of a
+	// connection that ended uncleanly as stale for minutes and rejects a new connection
+	// from the same QPN with STALE_CONN (IBTA Vol.1 §12.9.8.3), as hardware RNICs avoid
+	// by numbering from varying positions.
+	StartQPN uint32
 }
 
 func (c *Config) setDefaults() {
@@ -37,6 +46,9 @@ func (c *Config) setDefaults() {
 	def(&c.MaxInline, 256)
 	def(&c.MaxORD, 128)
 	def(&c.MaxIRD, 128)
+	if c.StartQPN != 0 && (c.StartQPN < FirstQPN || c.StartQPN > MaxQPN) {
+		c.StartQPN = FirstQPN
+	}
 	if c.MaxMR > 1<<24 {
 		c.MaxMR = 1 << 24
 	}
@@ -79,6 +91,7 @@ type Device struct {
 	qpMu   sync.Mutex
 	qps    map[uint32]*QP
 	nextQP uint32
+	qpRand *rand.Rand // random QPN strides; nil numbers sequentially (Config.StartQPN)
 
 	closed atomic.Bool
 
@@ -98,11 +111,15 @@ func Open(cfg Config) (*Device, error) {
 		cfg:      cfg,
 		mem:      make([]*memObj, 1, 1024),
 		qps:      make(map[uint32]*QP),
-		nextQP:   FirstQPN,
+		nextQP:   cfg.StartQPN,
 		evSignal: make(chan struct{}, 1),
 		events:   make(chan AsyncEvent),
 		evDone:   make(chan struct{}),
 		memKey:   1,
+	}
+	if cfg.StartQPN == 0 {
+		d.qpRand = rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
+		d.nextQP = FirstQPN + d.qpRand.Uint32N(MaxQPN-FirstQPN+1)
 	}
 	go d.eventLoop()
 	return d, nil

@@ -120,8 +120,11 @@ func (d *Device) CreateQP(pd *PD, attr QPAttr) (*QP, error) {
 		return nil, ErrResource
 	}
 	for {
-		if d.nextQP < FirstQPN || d.nextQP > MaxQPN {
-			d.nextQP = FirstQPN // wrap within the 24-bit space
+		if d.nextQP > MaxQPN { // wrap within the 24-bit space
+			d.nextQP -= MaxQPN - FirstQPN + 1
+		}
+		if d.nextQP < FirstQPN {
+			d.nextQP = FirstQPN
 		}
 		if d.qps[d.nextQP] == nil {
 			break
@@ -129,7 +132,11 @@ func (d *Device) CreateQP(pd *PD, attr QPAttr) (*QP, error) {
 		d.nextQP++
 	}
 	q.num = d.nextQP
-	d.nextQP++
+	if d.qpRand != nil {
+		d.nextQP += 1 + d.qpRand.Uint32N(QPNStride)
+	} else {
+		d.nextQP++
+	}
 	d.qps[q.num] = q
 	d.qpMu.Unlock()
 	pd.n.Add(1)
@@ -139,9 +146,14 @@ func (d *Device) CreateQP(pd *PD, attr QPAttr) (*QP, error) {
 // QP numbers are 24 bits (the BTH DestQP field, IBTA Vol.1 §9.2). QP0 is
 // the SMI and QP1 the GSI QP (management datagrams, among them the CM's;
 // IBTA Vol.1 chapter 13), so data QPs are numbered FirstQPN..MaxQPN.
+//
+// Numbers are allocated from a random start in strides of 1..QPNStride unless
+// Config.StartQPN asks for sequential numbering; a number is reused only after the
+// allocation has gone round the whole space.
 const (
-	FirstQPN = 2
-	MaxQPN   = 1<<24 - 1
+	FirstQPN  = 2
+	MaxQPN    = 1<<24 - 1
+	QPNStride = 32
 )
 
 // Num returns the QP number, in FirstQPN..MaxQPN.

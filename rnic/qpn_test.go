@@ -2,10 +2,17 @@ package rnic
 
 import "testing"
 
-// TestQPNumbers: QP numbers start at FirstQPN (QP0/QP1 are the SMI and GSI),
-// stay unique, and wrap within 24 bits back to FirstQPN, skipping live QPs.
-func TestQPNumbers(t *testing.T) {
-	d, pd, cq := setup(t)
+// TestQPNumbersSequential: with Config.StartQPN, QP numbers are sequential from it, stay
+// unique, and wrap within 24 bits back to FirstQPN (QP0/QP1 are the SMI and GSI),
+// skipping live QPs.
+func TestQPNumbersSequential(t *testing.T) {
+	d, err := Open(Config{StartQPN: FirstQPN})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	pd, _ := d.AllocPD()
+	cq, _ := d.CreateCQ(16)
 	mk := func() *QP {
 		t.Helper()
 		q, err := d.CreateQP(pd, QPAttr{SendCQ: cq, RecvCQ: cq})
@@ -35,9 +42,82 @@ func TestQPNumbers(t *testing.T) {
 		t.Fatal(err)
 	}
 	d.qpMu.Lock()
-	d.nextQP = 1 << 24 // out of range: wraps to FirstQPN
+	d.nextQP = 1 << 24 // past the top: wraps to FirstQPN
 	d.qpMu.Unlock()
 	if q := mk(); q.Num() != FirstQPN {
 		t.Fatalf("reused %d, want %d", q.Num(), FirstQPN)
 	}
+	if d2, _ := Open(Config{StartQPN: 0x11}); d2 != nil {
+		defer d2.Close()
+		pd2, _ := d2.AllocPD()
+		cq2, _ := d2.CreateCQ(4)
+		if q, err := d2.CreateQP(pd2, QPAttr{SendCQ: cq2, RecvCQ: cq2}); err != nil || q.Num() != 0x11 {
+			t.Fatalf("StartQPN 0x11: %v %v", q, err)
+		}
+	}
+}
+
+// TestQPNumbersRandom: by default every device starts at its own random QP number and
+// allocates sparsely, so a new process does not reuse a recent one's numbers (a peer's
+// CM would reject them as stale connections). Destroying and re-creating never reuses a
+// number soon.
+func TestQPNumbersRandom(t *testing.T) {
+	const devs, perDev = 8, 200
+	seen := make(map[uint32]int)
+	firsts := make(map[uint32]bool)
+	for i := range devs {
+		d, err := Open(Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pd, _ := d.AllocPD()
+		cq, _ := d.CreateCQ(16)
+		var prev uint32
+		for k := range perDev {
+			q, err := d.CreateQP(pd, QPAttr{SendCQ: cq, RecvCQ: cq})
+			if err != nil {
+				t.Fatal(err)
+			}
+			n := q.Num()
+			if n < FirstQPN || n > MaxQPN {
+				t.Fatalf("QPN %#x out of range", n)
+			}
+			if k == 0 {
+				firsts[n] = true
+			} else if d := qpnStep(prev, n); d == 0 || d > QPNStride {
+				t.Fatalf("stride %d from %#x to %#x", d, prev, n)
+			}
+			prev = n
+			seen[n]++
+			// Destroying at once must not make the next QP reuse the number.
+			if err := q.Destroy(); err != nil {
+				t.Fatal(err)
+			}
+			_ = i
+		}
+		d.Close()
+	}
+	// Two devices' starting numbers collide with probability 2^-24 per pair. Their
+	// ranges (≈ 3,300 numbers each) overlap with probability ≈ 1% over the 28 pairs, and
+	// then a dozen numbers coincide; sequential numbering would repeat ≈ 200 of them.
+	if len(firsts) != devs {
+		t.Fatalf("devices started at the same QP number: %v", firsts)
+	}
+	dups := 0
+	for _, c := range seen {
+		if c > 1 {
+			dups++
+		}
+	}
+	if dups > perDev/8 {
+		t.Fatalf("%d QP numbers reused across %d devices × %d QPs", dups, devs, perDev)
+	}
+}
+
+// qpnStep is how far allocation moved from a to b, across the wrap from MaxQPN to FirstQPN.
+func qpnStep(a, b uint32) uint32 {
+	if b >= a {
+		return b - a
+	}
+	return MaxQPN - a + 1 + b - FirstQPN
 }

@@ -213,11 +213,21 @@ func MTUForNetdev(netdevMTU int) MTU {
 	return 0
 }
 
+// EntropyPortMin is the lowest UDP source port RoCEv2 senders use for ECMP
+// entropy (Annex A17.3: the source port is a flow hash; Linux's
+// rdma_flow_label_to_udp_sport yields 0xC000-0xFFFF, IB_ROCE_UDP_ENCAP_VALID_PORT_MIN,
+// the IANA dynamic range). Such a sender listens on UDPPort.
+const EntropyPortMin = 0xC000
+
+// IsEntropyPort reports whether a UDP source port carries no listening port: 0, or a
+// port in EntropyPortMin-0xFFFF. A RoCEv2 peer sending from one listens on UDPPort.
+func IsEntropyPort(port uint16) bool { return port == 0 || port >= EntropyPortMin }
+
 // FlowLabelToUDPSourcePort maps a 20-bit flow label to a RoCEv2 UDP source
 // port in 0xC000-0xFFFF (rdma_flow_label_to_udp_sport).
 func FlowLabelToUDPSourcePort(fl uint32) uint16 {
 	fl &= 0xFFFFF
-	return uint16((fl&0x3FFF)^((fl&0xFC000)>>14)) | 0xC000
+	return uint16((fl&0x3FFF)^((fl&0xFC000)>>14)) | EntropyPortMin
 }
 
 // CalcFlowLabel derives a 20-bit flow label from the local and remote QPNs

@@ -161,3 +161,37 @@ func TestUDPSourcePort(t *testing.T) {
 		t.Error("explicit flow label ignored")
 	}
 }
+
+func TestMSNAndPSNPrev(t *testing.T) {
+	if m := MSN(MSNMask).Next(); m != 0 {
+		t.Fatalf("MSN wrap: %#x", m)
+	}
+	if m := MSN(5).Add(MSNMask); m != 4 {
+		t.Fatalf("MSN add -1: %d", m)
+	}
+	if !MSN(MSNMask).Less(2) || MSN(2).Less(MSNMask) || MSN(3).Distance(1) != 2 {
+		t.Fatal("MSN order across the wrap")
+	}
+	if p := PSN(0).Prev(); p != PSNMask {
+		t.Fatalf("PSN(0).Prev() = %v", p)
+	}
+	if p := PSN(7).Prev(); p != 6 {
+		t.Fatalf("PSN(7).Prev() = %v", p)
+	}
+}
+
+func TestEntropyPort(t *testing.T) {
+	for _, c := range []struct {
+		port uint16
+		want bool
+	}{{0, true}, {1, false}, {UDPPort, false}, {0xBFFF, false}, {0xC000, true}, {0xFFFF, true}} {
+		if IsEntropyPort(c.port) != c.want {
+			t.Errorf("IsEntropyPort(%#x) = %v", c.port, !c.want)
+		}
+	}
+	for _, fl := range []uint32{0, 1, 0x3FFF, 0xFC000, 0xFFFFF} {
+		if p := FlowLabelToUDPSourcePort(fl); !IsEntropyPort(p) {
+			t.Errorf("flow label %#x → source port %#x outside the entropy range", fl, p)
+		}
+	}
+}

@@ -141,7 +141,7 @@ type Header struct {
 
 	// AETH
 	Syndrome Syndrome
-	MSN      uint32
+	MSN      MSN
 
 	// AtomicETH (VA and RKey above)
 	SwapAdd uint64

@@ -15,6 +15,9 @@ const psnHalf = 1 << 23
 // Add returns p+n modulo 2^24.
 func (p PSN) Add(n uint32) PSN { return PSN((uint32(p) + n) & PSNMask) }
 
+// Prev returns p-1 modulo 2^24 (the last PSN before p, as a cumulative ACK names it).
+func (p PSN) Prev() PSN { return PSN((uint32(p) - 1) & PSNMask) }
+
 // Sub returns p-q modulo 2^24 as an unsigned distance (how far q is behind p).
 func (p PSN) Sub(q PSN) uint32 { return (uint32(p) - uint32(q)) & PSNMask }
 
@@ -43,3 +46,20 @@ func (p PSN) Valid() bool { return p <= PSNMask }
 
 // String returns the PSN as 6 hex digits, as rxe and ibv_rc_pingpong print it.
 func (p PSN) String() string { return fmt.Sprintf("%06x", uint32(p)) }
+
+// MSN is the responder's 24-bit message sequence number carried in the AETH (IBTA Vol.1
+// §9.7.5.1.4, §9.3.5): the count of messages completed, modulo 2^24. It is a sequence
+// number like PSN, so the same wrap-safe arithmetic applies.
+type MSN uint32
+
+// Next returns m+1 modulo 2^24.
+func (m MSN) Next() MSN { return MSN((uint32(m) + 1) & MSNMask) }
+
+// Add returns m+n modulo 2^24.
+func (m MSN) Add(n uint32) MSN { return MSN((uint32(m) + n) & MSNMask) }
+
+// Distance returns the signed distance from n to m in [-2^23, 2^23): positive when m is after n.
+func (m MSN) Distance(n MSN) int32 { return PSN(m).Distance(PSN(n)) }
+
+// Less reports whether m comes before n in wrap-safe order.
+func (m MSN) Less(n MSN) bool { return m.Distance(n) < 0 }

@@ -189,13 +189,13 @@ func (b AETH) IsValid() bool { return len(b) >= AETHLen }
 func (b AETH) Syndrome() Syndrome { return Syndrome(b[0]) }
 
 // MSN returns the 24-bit message sequence number.
-func (b AETH) MSN() uint32 { return be.Uint32(b) & MSNMask }
+func (b AETH) MSN() MSN { return MSN(be.Uint32(b) & MSNMask) }
 
 // SetSyndrome sets the syndrome.
 func (b AETH) SetSyndrome(s Syndrome) { b[0] = byte(s) }
 
 // SetMSN sets the 24-bit message sequence number.
-func (b AETH) SetMSN(m uint32) { put24(b[1:], m) }
+func (b AETH) SetMSN(m MSN) { put24(b[1:], uint32(m)) }
 
 // AtomicETH is a view of the 28-byte Atomic Extended Transport Header:
 // VA u64 | R_Key u32 | Swap/Add Data u64 | Compare Data u64 (IBTA Vol.1 §9.3.4).

@@ -8,6 +8,7 @@ import (
 	"os"
 
 	"github.com/softrnic/softrnic/internal/daemon"
+	"github.com/softrnic/softrnic/internal/datconf"
 	"github.com/softrnic/softrnic/internal/tools/demo"
 	"github.com/softrnic/softrnic/internal/tools/perftest"
 	"github.com/softrnic/softrnic/internal/tools/pingpong"
@@ -25,6 +26,7 @@ type command struct {
 // commands, in the order "softrnic help" lists them.
 var commands = []command{
 	{"daemon", daemon.Summary, daemon.Main},
+	{"dat-conf", datconf.Summary, datconf.Main},
 	{"demo", demo.Summary, demo.Main},
 	{"perftest", perftest.Summary, perftest.Main},
 	{"pingpong", pingpong.Summary, pingpong.Main},

@@ -140,11 +140,8 @@ func Start(o Options) (_ *Daemon, err error) {
 			return nil, fmt.Errorf("RoCEv2 link %v: %w", roAddr, err)
 		}
 		rc := rocev2.DefaultConfig()
-		switch {
-		case o.PeerPort >= 0:
-			rc.PeerPort = uint16(o.PeerPort)
-		case roAddr.Port() == roce.UDPPort:
-			rc.PeerPort = roce.UDPPort
+		if o.PeerPort >= 0 {
+			rc.PeerPort = uint16(o.PeerPort) // an override; by default the endpoint follows rocev2.Addr's rule
 		}
 		d.ep = rocev2.NewEndpoint(d.dev, link, rc)
 		ln, err := listenRoCEv2(d.ep, net.JoinHostPort(roAddr.Addr().String(), strconv.Itoa(o.CMPort)))

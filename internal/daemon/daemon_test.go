@@ -536,7 +536,7 @@ func TestDaemonEndToEnd(t *testing.T) {
 		ep := rocev2.NewEndpoint(c.dev, lossy, nil)
 		defer ep.Close()
 		peer := netip.MustParseAddrPort(before.ListenRoCEv2[0])
-		conn, err := rocev2.DialAddr(ctx, ep, c.qp, peer, before.RoCEv2CMPort, nil, rocev2.ConnParam{})
+		conn, err := rocev2.DialAddr(ctx, ep, c.qp, rocev2.Addr{IP: peer.Addr(), Port: before.RoCEv2CMPort, UDPPort: peer.Port()}, nil, rocev2.ConnParam{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -589,7 +589,7 @@ func TestDaemonEndToEnd(t *testing.T) {
 				}
 				// The peer is the RDMA-CM address of the REQ's cma_hdr: the client's IP and its
 				// CM source port (not its UDP link port).
-				if ap, err := netip.ParseAddrPort(q.Peer); err != nil || ap.Addr() != link.LocalAddr().Addr() || q.State != "RTS" {
+				if ap, err := rocev2.ParseAddr(q.Peer); err != nil || ap.IP != link.LocalAddr().Addr() || q.State != "RTS" {
 					return fmt.Errorf("QP %+v", q)
 				}
 				// The device's counters grew by exactly its QPs' counters: the RoCE QP's, and

@@ -36,7 +36,7 @@ type Options struct {
 	IWARP        []string      // -iwarp: iWARP listen addresses (host:port)
 	RoCEv2       string        // -rocev2: RoCEv2 link address ip[:udpport]
 	CMPort       int           // -rocev2-cm-port: RDMA-CM port of the RoCEv2 target listener
-	PeerPort     int           // -rocev2-peer-port: RoCEv2 peers' UDP port (-1: 4791 if our own port is 4791, else 0)
+	PeerPort     int           // -rocev2-peer-port: force RoCEv2 peers' UDP port (-1: by the source port, IBTA A17)
 	TargetMiB    int           // -target-mib: size of the memory target (0: none)
 	CRC          bool          // -crc: iWARP: request MPA CRC32c
 	Rping        string        // -rping: host:port of an rping server ("" = none)
@@ -73,7 +73,7 @@ func ParseArgs(args []string, errOut io.Writer) (Options, error) {
 	fs.Var((*listFlag)(&o.IWARP), "iwarp", "iWARP listen address host:port (repeatable)")
 	fs.StringVar(&o.RoCEv2, "rocev2", "", "RoCEv2 link address ip[:udpport] (default port 4791)")
 	fs.IntVar(&o.CMPort, "rocev2-cm-port", DefaultCMPort, "RDMA-CM port of the RoCEv2 memory target")
-	fs.IntVar(&o.PeerPort, "rocev2-peer-port", -1, "UDP port of RoCEv2 peers (0: their source port; default 4791 when ours is 4791, else 0)")
+	fs.IntVar(&o.PeerPort, "rocev2-peer-port", -1, "force the UDP port RoCEv2 peers are answered on (default: 4791 for peers sending from entropy ports 49152-65535, else their source port)")
 	fs.IntVar(&o.TargetMiB, "target-mib", DefaultTargetMiB, "size of the memory target in MiB (0: none)")
 	fs.BoolVar(&o.CRC, "crc", false, "iWARP: request MPA CRC32c")
 	fs.StringVar(&o.Rping, "rping", "", "also run an iWARP rping server on host:port")

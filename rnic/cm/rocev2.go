@@ -3,7 +3,6 @@ package cm
 import (
 	"context"
 	"net"
-	"net/netip"
 
 	"github.com/softrnic/softrnic/rnic"
 	"github.com/softrnic/softrnic/rnic/rocev2"
@@ -33,16 +32,7 @@ func dialRoCE(ctx context.Context, t *Transport, qp *rnic.QP, addr string, p Par
 	if err != nil {
 		return nil, err
 	}
-	return rcConn{c: c, la: udpAddr(t.ep.LocalAddr()), ra: dialedAddr(addr), irdv: depth(p.IRD), ordv: depth(p.ORD)}, nil
-}
-
-func udpAddr(ap netip.AddrPort) net.Addr { return net.UDPAddrFromAddrPort(ap) }
-
-func dialedAddr(addr string) net.Addr {
-	if ap, err := netip.ParseAddrPort(addr); err == nil {
-		return net.TCPAddrFromAddrPort(ap)
-	}
-	return nil
+	return rcConn{c}, nil
 }
 
 type rcListener struct{ l *rocev2.Listener }
@@ -54,7 +44,7 @@ func (l rcListener) accept(ctx context.Context) (requestImpl, error) {
 	}
 	return rcRequest{r}, nil
 }
-func (l rcListener) addr() net.Addr { return net.TCPAddrFromAddrPort(l.l.Addr()) }
+func (l rcListener) addr() net.Addr { return l.l.Addr() }
 func (l rcListener) port() int      { return int(l.l.Port()) }
 func (l rcListener) close() error   { return l.l.Close() }
 
@@ -63,41 +53,32 @@ type rcRequest struct{ r *rocev2.ConnRequest }
 func (r rcRequest) privateData() []byte    { return r.r.PrivateData() }
 func (r rcRequest) ird() int               { return r.r.IRD() }
 func (r rcRequest) ord() int               { return r.r.ORD() }
-func (r rcRequest) localAddr() net.Addr    { return net.TCPAddrFromAddrPort(r.r.LocalAddr()) }
-func (r rcRequest) remoteAddr() net.Addr   { return net.TCPAddrFromAddrPort(r.r.RemoteAddr()) }
+func (r rcRequest) localAddr() net.Addr    { return r.r.LocalAddr() }
+func (r rcRequest) remoteAddr() net.Addr   { return r.r.RemoteAddr() }
 func (r rcRequest) reject(pd []byte) error { return r.r.Reject(pd) }
 func (r rcRequest) accept(qp *rnic.QP, p Param) (connImpl, error) {
 	c, err := r.r.Accept(qp, rocev2.ConnParam{PrivateData: p.PrivateData, IRD: p.IRD, ORD: p.ORD})
 	if err != nil {
 		return nil, err
 	}
-	return rcConn{c: c, pd: r.r.PrivateData(), la: r.localAddr(), ra: r.remoteAddr(),
-		irdv: depth(p.IRD), ordv: min(depth(p.ORD), max(r.r.IRD(), 1))}, nil
+	return rcPassive{rcConn{c}, r.r.PrivateData()}, nil
 }
 
-type rcConn struct {
-	c          *rocev2.Conn
-	pd         []byte // passive side: the REQ's private data
-	la, ra     net.Addr
-	irdv, ordv int
+// rcConn is a RoCEv2 connection; on the dialing side the peer's private data is the REP's.
+type rcConn struct{ c *rocev2.Conn }
+
+func (c rcConn) peerPrivateData() []byte { return c.c.PrivateData() }
+func (c rcConn) ird() int                { return c.c.IRD() }
+func (c rcConn) ord() int                { return c.c.ORD() }
+func (c rcConn) localAddr() net.Addr     { return c.c.LocalAddr() }
+func (c rcConn) remoteAddr() net.Addr    { return c.c.RemoteAddr() }
+func (c rcConn) done() <-chan struct{}   { return c.c.Done() }
+func (c rcConn) abort()                  { c.c.Disconnect(false) }
+
+// rcPassive is an accepted connection: the peer's private data is the REQ's.
+type rcPassive struct {
+	rcConn
+	pd []byte
 }
 
-func (c rcConn) peerPrivateData() []byte {
-	if c.pd != nil {
-		return c.pd
-	}
-	return c.c.PrivateData()
-}
-func (c rcConn) ird() int              { return c.irdv }
-func (c rcConn) ord() int              { return c.ordv }
-func (c rcConn) localAddr() net.Addr   { return c.la }
-func (c rcConn) remoteAddr() net.Addr  { return c.ra }
-func (c rcConn) done() <-chan struct{} { return c.c.Done() }
-func (c rcConn) abort()                { c.c.Disconnect(false) }
-
-func depth(v int) int {
-	if v <= 0 {
-		return 16
-	}
-	return v
-}
+func (c rcPassive) peerPrivateData() []byte { return c.pd }

@@ -1,17 +1,20 @@
 package iwarp
 
 import (
-	"errors"
-	"fmt"
+	"context"
+	"log/slog"
+	"net"
 	"time"
 
 	"github.com/softrnic/softrnic/mpa"
 )
 
-// Config are the MPA and transport options of one endpoint (listener or dialer).
+// Config are the MPA and transport options of one endpoint (listener or dialer). A nil
+// *Config means DefaultConfig(); in any Config a zero field takes the default given here
+// (and in the table of limits in the package documentation), so &Config{} is safe.
 type Config struct {
-	// MPA is the MPA startup configuration (revision, CRC, Markers, P2P and RTR types,
-	// private-data cap). Its IRD/ORD are overridden by ConnParam.
+	// MPA is the MPA startup configuration (revision, CRC, Markers, P2P, the RTR types
+	// accepted and offered, private-data cap). Its IRD/ORD are overridden by ConnParam.
 	MPA mpa.Config
 	// MULPDU caps the ULPDU (DDP header + payload) of sent FPDUs; 0 derives it from the
 	// TCP MSS (RFC 5044 §4.5), or uses the 64 KiB maximum on loopback without Markers.
@@ -20,54 +23,106 @@ type Config struct {
 	// Extensions enables the RFC 7306 atomics and immediate data. Both ends must enable
 	// it (there is no wire negotiation for it; Linux siw does not support it).
 	Extensions bool
-	// Timeout bounds the MPA exchange (default 10 s, siw's MPAREQ_TIMEOUT).
+
+	// Timeout bounds the MPA exchange in both roles (default 10 s, siw's MPAREQ_TIMEOUT):
+	// an initiator waits that long for the Reply, a listener for the Request, and a
+	// ConnRequest not answered by then is dropped. It is also how long an initiator
+	// nudges a silent responder (see FirstFPDUTimeout and the package documentation).
 	Timeout time.Duration
-	// Backlog is the number of pending connection requests a listener keeps (default 128).
+	// FirstFPDUTimeout is how long an accepted connection may wait for the initiator's
+	// first FPDU (the RTR in peer-to-peer mode) after the MPA Reply (default Timeout; a
+	// negative value means no limit). Then the connection is aborted and the QP moves to
+	// Error with ErrFirstFPDUTimeout. An initiator that has sent nothing after a quarter
+	// of its own FirstFPDUTimeout sends a zero-length RDMA Write, so an idle softrnic
+	// initiator in the client-server model is not dropped by a softrnic responder.
+	FirstFPDUTimeout time.Duration
+	// Backlog is the number of connection requests a listener queues for Accept
+	// (default 128); a request that finds the queue full is refused.
 	Backlog int
+	// MaxConns caps a listener's connections, pending (TCP accepted, MPA not finished
+	// or not yet accepted) and established together (default 1024; negative: no cap).
+	// A connection over the cap is refused by closing TCP before any MPA Reply.
+	MaxConns int
+	// MaxDeviceConns caps the accepted connections of all the listeners of one device,
+	// pending and established (default 4096; negative: no cap). The cap of the listener
+	// that accepts the TCP connection applies. Connections made with Dial do not count.
+	MaxDeviceConns int
 	// Disconnect bounds a graceful disconnect (default 5 s); then the close is abortive.
 	Disconnect time.Duration
-	// Settle delays the initiator's first FPDU (the RTR in peer-to-peer mode) after the
-	// MPA Reply. Linux siw sends its Reply before it attaches its receive handler, and an
-	// FPDU arriving in between stays unread (tests/interop/README.md finding 1); a short
-	// delay avoids it. Dial returns at once; only the first transmission waits, so the
-	// cost is one delay per connection, paid by the first operation. The default,
-	// DefaultSettle, is the delay the interop runs needed against siw under QEMU; on real
-	// hardware siw's window is far shorter, and 0 disables the workaround (safe against
-	// any responder but siw). No delay is applied when the responder is a Listener of this
-	// process (Dial recognizes the TCP connection), so in-process use never pays it.
-	Settle time.Duration
+	// KeepAlive is the idle time before TCP keepalive probes start and the interval
+	// between them (default 10 s; negative: keepalive off); after 3 unanswered probes
+	// the kernel drops the connection and the QP moves to Error. TCP connections only.
+	KeepAlive time.Duration
+	// UserTimeout is TCP_USER_TIMEOUT (Linux): sent data left unacknowledged this long
+	// ends the connection (default 30 s; negative: the kernel's default, ~15 minutes of
+	// retransmissions). TCP connections only.
+	UserTimeout time.Duration
+
+	// Dial, if set, makes the LLP connection of Dial instead of a net.Dialer (whose
+	// local address is the device's; see Dial). It may return any net.Conn, e.g. one
+	// of a user-space TCP stack; see the package documentation for what a net.Conn
+	// that is not a *net.TCPConn does not get.
+	Dial func(ctx context.Context, network, address string) (net.Conn, error)
+	// Logger receives the listener's operational messages (accept errors and their
+	// recovery); nil means slog.Default().
+	Logger *slog.Logger
 
 	testORD int // tests: override the negotiated ORD to exceed the peer's IRD
 }
 
 // DefaultConfig returns the default configuration: MPA rev 2 with CRC, no Markers,
-// peer-to-peer mode with Write and Read RTRs, the siw 256-byte private-data cap, and
-// DefaultSettle for siw responders.
+// peer-to-peer mode accepting Write and Read RTRs and offering the Read RTR (a
+// responder answers it with a zero-length Read Response, which proves the RTR was
+// processed), and the siw 256-byte private-data cap.
 func DefaultConfig() *Config {
 	return &Config{MPA: mpa.Config{Rev: 2, CRC: true, P2P: true, RTR: mpa.RTRWrite | mpa.RTRRead,
-		MaxPrivateData: mpa.SiwMaxPrivateData}, Settle: DefaultSettle}
+		Offer: mpa.RTRRead, MaxPrivateData: mpa.SiwMaxPrivateData}}
 }
 
-// DefaultSettle is the default Config.Settle: 20 ms was not enough for siw 6.1 under
-// QEMU, 200 ms made 10 of 10 connections succeed (tests/interop/README.md finding 1).
-const DefaultSettle = 200 * time.Millisecond
+// Defaults of the Config fields (see the table of limits in the package documentation).
+const (
+	DefaultTimeout        = 10 * time.Second
+	DefaultBacklog        = 128
+	DefaultMaxConns       = 1024
+	DefaultMaxDeviceConns = 4096
+	DefaultDisconnect     = 5 * time.Second
+	DefaultKeepAlive      = 10 * time.Second
+	DefaultUserTimeout    = 30 * time.Second
+)
 
 func (c *Config) norm() Config {
 	if c == nil {
 		c = DefaultConfig()
 	}
 	n := *c
-	if n.Timeout <= 0 {
-		n.Timeout = 10 * time.Second
+	def := func(v *time.Duration, d time.Duration) {
+		if *v == 0 {
+			*v = d
+		}
 	}
+	if n.Timeout <= 0 {
+		n.Timeout = DefaultTimeout
+	}
+	def(&n.FirstFPDUTimeout, n.Timeout)
 	if n.Backlog <= 0 {
-		n.Backlog = 128
+		n.Backlog = DefaultBacklog
+	}
+	if n.MaxConns == 0 {
+		n.MaxConns = DefaultMaxConns
+	}
+	if n.MaxDeviceConns == 0 {
+		n.MaxDeviceConns = DefaultMaxDeviceConns
 	}
 	if n.Disconnect <= 0 {
-		n.Disconnect = 5 * time.Second
+		n.Disconnect = DefaultDisconnect
 	}
+	def(&n.KeepAlive, DefaultKeepAlive)
+	def(&n.UserTimeout, DefaultUserTimeout)
 	if n.MPA.MaxPrivateData <= 0 {
 		n.MPA.MaxPrivateData = mpa.SiwMaxPrivateData
+	}
+	if n.Logger == nil {
+		n.Logger = slog.Default()
 	}
 	return n
 }
@@ -77,19 +132,3 @@ type ConnParam struct {
 	PrivateData []byte // ULP private data for the MPA Request or Reply
 	IRD, ORD    int    // inbound/outbound RDMA Read (and atomic) depth; 0 means 16
 }
-
-// ErrClosed is returned by a closed Listener.
-var ErrClosed = errors.New("iwarp: listener closed")
-
-// RejectError is returned by Dial when the peer rejected the connection (MPA Reply with
-// the R bit, RFC 5044 §7.1.2); it carries the peer's private data.
-type RejectError struct {
-	PrivateData []byte
-}
-
-func (e *RejectError) Error() string {
-	return fmt.Sprintf("iwarp: connection rejected by peer (%d bytes private data)", len(e.PrivateData))
-}
-
-// Unwrap returns mpa.ErrRejected.
-func (e *RejectError) Unwrap() error { return mpa.ErrRejected }

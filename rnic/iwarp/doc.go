@@ -1,5 +1,9 @@
 // Package iwarp is the iWARP transport of the rnic engine: RDMAP (RFC 5040, RFC 7306) over
-// DDP (RFC 5041) over MPA (RFC 5044, RFC 6581) over kernel TCP, plus its connection manager.
+// DDP (RFC 5041) over MPA (RFC 5044, RFC 6581) over TCP, plus its connection manager. The
+// kernel's TCP is the default; [Config.Dial] and [Serve] take any net.Conn and
+// net.Listener (a user-space TCP stack, say); llp.go lists what a net.Conn that is not a
+// *net.TCPConn does without (readv placement, half-close, RST on abort, MSS-derived
+// MULPDU, keepalive and TCP_USER_TIMEOUT).
 //
 // # Connection management
 //
@@ -16,14 +20,25 @@
 // the RTR forms siw sends (zero-length Write to STag 1, zero-length Read Request from
 // source STag 1) and never transmits before the initiator's first FPDU (RFC 5044 §7.1.2).
 //
+// siw's responder has a race (siw_accept writes the MPA Reply before it installs its
+// receive handler, and bytes arriving in between wait for newer bytes): an initiator
+// nudges a silent responder with zero-length RDMA Writes to STag 1, a no-op at any
+// compliant peer (RFC 5041 §5), from 2 ms after its first FPDU, at doubling intervals,
+// until the responder speaks or Config.Timeout passes. The default configuration offers
+// the Read RTR, which a compliant responder answers at once with a zero-length Read
+// Response, so nothing is delayed and no nudge goes to a peer without the race. nudge.go
+// has the details; [Conn.Nudges] counts them.
+//
 // # Data path
 //
 // Each connected QP has two goroutines. The receiver reads the MPA length and DDP/RDMAP
 // header of each FPDU, validates the STag (tagged) or takes the next receive WQE
-// (untagged), and reads the payload from the socket straight into the registered memory,
-// then checks the CRC. Deframing is mpa.Reader's, over the socket wrapped as an
-// mpa.VectoredReader: without Markers one readv(2) places the payload and fetches the
-// next FPDU's header and CRC. Every violation is answered with a Terminate carrying the RFC
+// (untagged), and reads the payload from the socket straight into the registered memory.
+// Deframing is mpa.Reader's, over the socket wrapped as an mpa.VectoredReader: without
+// Markers one readv(2) places the payload and fetches the next FPDU's header and CRC.
+// With CRC negotiated the receiver first reads the whole FPDU into a per-connection
+// staging buffer and verifies the CRC, then interprets and places it (one more copy of
+// the payload), so an FPDU with a bad CRC leaves no trace in any region (RFC 5044 §6). Every violation is answered with a Terminate carrying the RFC
 // 5040/5041/5044 layer, type and code; the QP then moves to Error.
 //
 // The sender writes Terminates, Read/atomic responses (streamed from the source region)
@@ -34,9 +49,10 @@
 // doorbell fast path that saves a goroutine hand-off per message). Completions, and so
 // CQ handlers, can therefore run on a goroutine that called PostSend.
 //
-// As RFC 5041 §5.2 and RFC 5040 §5.2.1 require, zero-length Writes and zero-length Read
-// Requests are not checked against the STag table (which is also how siw's RTR forms, STag
-// 1, pass); a zero-length Send still consumes a receive buffer.
+// As RFC 5041 §5 and RFC 5040 §5.2.1 require, zero-length Writes, Read Requests and Read
+// Responses are not checked against the STag table or their TO (which is also how siw's
+// RTR forms and our nudges, STag 1, pass); a zero-length Send still consumes a receive
+// buffer.
 //
 // iWARP has no receiver-not-ready flow control: a Send (or Immediate Data) that arrives
 // with no receive posted is answered with Terminate DDP / untagged buffer / "no buffer
@@ -54,4 +70,72 @@
 // untagged errors, EventQPFatal otherwise) whose Err is a *TermError, after which all
 // unfinished WQEs flush. A Terminate that echoes a Read or atomic request (QN 1, matched
 // by MSN) completes that WQE with RemAccessErr, RemInvReqErr or RemOpErr instead.
+//
+// # Other TCP stacks
+//
+// Any net.Conn carries iWARP ([Config.Dial] for Dial, [Serve] for a net.Listener); a
+// *net.TCPConn (the kernel's TCP) gets the fast paths and socket options, any other
+// net.Conn degrades as follows:
+//
+//	feature              *net.TCPConn                              other net.Conn
+//	payload placement    readv(2) into registered memory, with the plain Read (one call per
+//	                     next FPDU's header in the same call       piece), or ReadVectored if
+//	                                                               it implements
+//	                                                               mpa.VectoredReader
+//	half-close           CloseWrite (FIN)                          CloseWrite if it has one,
+//	                                                               else a full Close
+//	abortive close       SetLinger(0): RST                         Close
+//	MULPDU default       from TCP_MAXSEG; 64 KiB on loopback       from a 1460-byte MSS
+//	dead-peer detection  keepalive, TCP_USER_TIMEOUT               whatever the conn does
+//	                     (Config.KeepAlive, Config.UserTimeout)
+//	local address        the device's LocalAddr / Interface        whatever Config.Dial binds
+//
+// # Limits and timeouts
+//
+// Everything a peer can make a listener or a connection hold is bounded in time or
+// number; every refusal and timeout is counted ([Listener.Stats], the QP and device
+// counters, [Conn.Nudges]). A zero Config field takes the default below.
+//
+//	limit (Config field)     default          what happens
+//	Timeout                  10 s             MPA exchange bound in both roles: Dial fails
+//	                                          (os.ErrDeadlineExceeded); a listener closes a
+//	                                          connection with no valid Request in time
+//	                                          (Stats.BadRequests) and drops a ConnRequest
+//	                                          not answered in time (Stats.Unanswered);
+//	                                          also how long an initiator nudges
+//	FirstFPDUTimeout         Timeout          an accepted connection whose initiator sends
+//	                                          no FPDU (the RTR) after the Reply is aborted:
+//	                                          QP Error, ErrFirstFPDUTimeout
+//	                                          (Stats.FirstFPDUTimeouts); negative: no limit.
+//	                                          A client-server initiator idle for a quarter
+//	                                          of its own value sends one zero-length Write
+//	Backlog                  128              ConnRequests queued for Accept; one more is
+//	                                          refused with an MPA Reject (Stats.RefusedBacklog)
+//	MaxConns                 1024             a listener's pending + established
+//	                                          connections; one more is closed before any
+//	                                          Reply (Stats.RefusedListener); negative: none
+//	MaxDeviceConns           4096             the same over all listeners of a device
+//	                                          (Stats.RefusedDevice); negative: none
+//	Disconnect               5 s              graceful disconnect; then the close is abortive
+//	KeepAlive                10 s             TCP keepalive idle time and probe interval, 3
+//	                                          probes: a vanished idle peer ends the
+//	                                          connection (QP Error, ETIMEDOUT); negative: off
+//	UserTimeout              30 s             TCP_USER_TIMEOUT: unacknowledged data this old
+//	                                          ends the connection (ETIMEDOUT); negative:
+//	                                          the kernel's default (~15 min)
+//	(accept backoff)         5 ms .. 1 s      a failed accept (EMFILE, ENFILE, ENOBUFS, …)
+//	                                          is retried after a doubling delay, logged once
+//	                                          per run of failures and its end once
+//	                                          (Config.Logger), counted (Stats.AcceptErrors)
+//	(nudges)                 2 ms, doubling   zero-length Writes while the responder is
+//	                                          silent, for at most Timeout (Conn.Nudges)
+//	(Terminate linger)       1 s              after sending a Terminate, the peer's data is
+//	                                          drained this long before the socket closes
+//	(EPIPE grace)            100 ms           a write that failed with EPIPE waits this long
+//	                                          for the receiver to report the cause
+//	(CRC staging buffer)     ≤ 64 KiB         per connection with CRC, grown to the largest
+//	                                          FPDU received
+//	IRD / ORD (ConnParam)    16               inbound / outbound Reads and atomics; a peer
+//	                                          exceeding our IRD gets a Terminate (0/2/0x07)
+//	MPA private data         256 bytes        MPA.MaxPrivateData (siw's cap), at most 512
 package iwarp

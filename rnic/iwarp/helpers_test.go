@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/softrnic/softrnic/ddp"
+	"github.com/softrnic/softrnic/rdmap"
 	"github.com/softrnic/softrnic/rnic"
 )
 
@@ -63,7 +65,7 @@ func newPair(t testing.TB, o *pairOpts) (cli, srv *side) {
 		o = &pairOpts{}
 	}
 	if o.cli == nil {
-		o.cli = DefaultConfig() // DefaultSettle: skipped, the responder is in-process
+		o.cli = DefaultConfig()
 	}
 	cli, srv = newSide(t, o), newSide(t, o)
 	ln, err := Listen(srv.dev, "127.0.0.1:0", o.srv)
@@ -179,4 +181,11 @@ func settle(t testing.TB, from, to *side) {
 	if c := wait(t, to.rcq); c.WRID != 0xfeed || c.Status != rnic.StatusSuccess {
 		t.Fatalf("settle recv: %+v", c)
 	}
+}
+
+// rtrWrite returns siw's Write RTR: the header of a zero-length RDMA Write to STag 1, TO 0.
+func rtrWrite() []byte {
+	h := make([]byte, ddp.TaggedLen)
+	ddp.Tagged(h).Init(true, rdmap.Control(rdmap.OpWrite), 1, 0)
+	return h
 }

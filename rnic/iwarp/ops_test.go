@@ -18,7 +18,6 @@ func smallCfg() *Config {
 	c := DefaultConfig()
 	c.MULPDU = testMULPDU
 	c.Extensions = true
-	c.Settle = 0
 	return c
 }
 

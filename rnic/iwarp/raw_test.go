@@ -261,59 +261,6 @@ func TestExtensionsNotEnabled(t *testing.T) {
 	<-cli.qp.Done()
 }
 
-// Settle: the initiator's first FPDU (its RTR) is held back after the MPA Reply.
-func TestSettleDelaysFirstFPDU(t *testing.T) {
-	noLeak(t)
-	cli := newSide(t, &pairOpts{})
-	defer cli.dev.Close()
-	tl, _ := net.Listen("tcp", "127.0.0.1:0")
-	defer tl.Close()
-	res := make(chan time.Duration, 1)
-	go func() {
-		nc, err := tl.Accept()
-		if err != nil {
-			return
-		}
-		defer nc.Close()
-		_ = nc.SetDeadline(time.Now().Add(5 * time.Second))
-		_, req, _ := readFrame(nc, 512)
-		rep, _, _ := mpa.Respond(mpa.Config{Rev: 2, RTR: mpa.RTRWrite}, &req, nil)
-		_, _ = nc.Write(rep.Append(nil))
-		t0 := time.Now()
-		var b [1]byte
-		_, _ = nc.Read(b[:])
-		res <- time.Since(t0)
-	}()
-	cfg := DefaultConfig()
-	cfg.Settle = 150 * time.Millisecond
-	conn, err := Dial(context.Background(), cli.qp, tl.Addr().String(), cfg, ConnParam{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if d := <-res; d < 140*time.Millisecond {
-		t.Fatalf("first FPDU after %v, want ≥ 150 ms", d)
-	}
-	_ = conn.Close()
-}
-
-// Settle is skipped when the responder is a Listener of this process: with an hour's
-// Settle the first operation still completes (wait gives up after 10 s).
-func TestSettleSkippedInProcess(t *testing.T) {
-	noLeak(t)
-	cfg := DefaultConfig()
-	cfg.Settle = time.Hour
-	cli, srv := newPair(t, &pairOpts{cli: cfg})
-	settle(t, cli, srv)
-	if _, ok := inProc.Load(tupleKey(cli.conn.LocalAddr(), cli.conn.RemoteAddr())); !ok {
-		t.Fatal("accepted connection not registered")
-	}
-	_ = cli.conn.Close()
-	_ = srv.conn.Close()
-	if _, ok := inProc.Load(tupleKey(cli.conn.LocalAddr(), cli.conn.RemoteAddr())); ok {
-		t.Fatal("closed connection still registered")
-	}
-}
-
 // IRD is exact (RFC 5040 §6.1): a peer may have IRD Read Requests outstanding, counting
 // the one being answered; one more is a Terminate RDMAP / Remote Operation / catastrophic
 // error localized to the stream, as Linux siw sends (siw_init_rresp), echoing the

@@ -1,61 +1,129 @@
 package rocev2
 
-import (
-	"context"
-	"errors"
-	"fmt"
-	"math/rand/v2"
-	"net"
-	"net/netip"
-	"strconv"
-	"sync"
-	"time"
-
-	"github.com/softrnic/softrnic/rnic"
-	"github.com/softrnic/softrnic/roce"
-)
-
 // Connection management: the IB CM (IBTA Vol.1 chapter 12) as RDMA-CM uses it
 // over RoCEv2 — REQ/REP/RTU, REJ, MRA and DREQ/DREP MADs in UD SEND_ONLY
 // packets to QP1 (Q_Key 0x80010000), with RDMA-CM's TCP port-space service
 // IDs and the 36-byte cma_hdr at the start of the REQ private data. The API
 // mirrors rnic/iwarp: Listen, Listener.Accept, ConnRequest.Accept/Reject, Dial.
+//
+// This file is the agent every connection shares: MAD reception and checks,
+// retransmission, disconnection (DREQ/DREP), REJ, MRA and timewait.
+// cm_passive.go and cm_active.go are the two sides of connection setup.
+//
+// Connection states (IBTA Vol.1 ch. 12, the CM state machine; Linux cm.c names, reduced to what RC over RDMA-CM uses):
+//
+//	state        side     left by
+//	ReqSent      active   REP → Established (RTU sent); REJ, timeout, ctx → Timewait
+//	ReqRcvd      passive  Accept → RepSent (REP sent); Reject, REJ, AcceptTimeout → Timewait
+//	RepSent      passive  RTU or the first packet → Established; REJ, REP timeout → Timewait
+//	Established  both     the QP ends → DreqSent; DREQ received → Timewait (DREP sent)
+//	DreqSent     both     DREP, DREQ or DREQ timeout → Timewait
+//	Timewait     both     after the CM response timeout: forgotten
+//
+// A MAD is taken only if it names one of our comm IDs, its own comm ID is the
+// peer's (once known), and it comes from the peer's address; others are dropped
+// and counted in Endpoint.CMDropped. MADs are retried (REQ, REP, DREQ) every
+// response timeout, MaxRetries times; duplicates are answered from the last MAD
+// sent (REQ → REP or MRA, REP → RTU, DREQ → DREP, REQ in Timewait → its REJ).
 
-// CMConfig are the CM timers of an endpoint's connection manager.
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/netip"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/softrnic/softrnic/roce"
+)
+
+// CMConfig are the settings of a listener (Listen) or of one connection attempt
+// (Dial). The zero value is the default configuration; the limits and timeouts
+// are tabled in the package documentation.
 type CMConfig struct {
-	// ResponseTimeout is the CM response timeout exponent (4.096 µs × 2^v;
-	// default 20 ≈ 4.3 s, RDMA-CM's CMA_CM_RESPONSE_TIMEOUT).
+	// ResponseTimeout is the CM response timeout exponent: a REQ, REP or DREQ
+	// unanswered for 4.096 µs × 2^v is resent (0: 20 ≈ 4.3 s, RDMA-CM's
+	// CMA_CM_RESPONSE_TIMEOUT; at most 31).
 	ResponseTimeout uint8
-	// MaxRetries is how often a REQ, REP or DREQ is resent (default 15).
+	// MaxRetries is how often a REQ, REP or DREQ is resent before the attempt
+	// fails (0: 15, the most the REQ's 4-bit field carries; CMNoRetry: never).
 	MaxRetries int
-	// Backlog is the number of pending requests per listener (default 128).
+	// Backlog bounds the listener's pending requests: received, not yet
+	// accepted or rejected (0: 128; Unlimited). Beyond it a REQ is answered
+	// with REJ "no resources".
 	Backlog int
+	// MaxConns bounds the listener's accepted connections alive at once (0:
+	// 1024; Unlimited). Beyond it a REQ is rejected as above.
+	MaxConns int
+	// AcceptTimeout is how long a request may wait for Accept or Reject
+	// before it is rejected with REJ "timeout" (0: 60 s; NoTimeout). While it
+	// waits, duplicate REQs are answered with MRAs.
+	AcceptTimeout time.Duration
+	// FirstMessageTimeout ends an accepted connection on which no packet was
+	// received or sent within this time after Accept (0: 60 s; NoTimeout): a
+	// peer that completes REQ/RTU and then stays silent does not hold a QP for
+	// ever. The connection ends as a disconnect (DREQ sent) whose error is
+	// ErrFirstMessageTimeout.
+	FirstMessageTimeout time.Duration
 }
+
+// CMNoRetry in CMConfig.MaxRetries sends each REQ, REP or DREQ once.
+const CMNoRetry = -1
+
+// Defaults of CMConfig.
+const (
+	DefaultResponseTimeout     = 20
+	DefaultMaxCMRetries        = 15
+	DefaultBacklog             = 128
+	DefaultMaxConns            = 1024
+	DefaultAcceptTimeout       = 60 * time.Second
+	DefaultFirstMessageTimeout = 60 * time.Second
+)
 
 func (c *CMConfig) norm() CMConfig {
 	var n CMConfig
 	if c != nil {
 		n = *c
 	}
-	if n.ResponseTimeout == 0 {
-		n.ResponseTimeout = 20
+	switch {
+	case n.ResponseTimeout == 0:
+		n.ResponseTimeout = DefaultResponseTimeout
+	case n.ResponseTimeout > 31:
+		n.ResponseTimeout = 31
 	}
-	if n.MaxRetries <= 0 {
+	switch {
+	case n.MaxRetries == 0:
+		n.MaxRetries = DefaultMaxCMRetries
+	case n.MaxRetries < 0:
+		n.MaxRetries = 0
+	case n.MaxRetries > 15:
 		n.MaxRetries = 15
 	}
-	if n.Backlog <= 0 {
-		n.Backlog = 128
+	limit(&n.Backlog, DefaultBacklog)
+	limit(&n.MaxConns, DefaultMaxConns)
+	dur := func(v *time.Duration, d time.Duration) {
+		switch {
+		case *v == 0:
+			*v = d
+		case *v < 0:
+			*v = NoTimeout
+		}
 	}
+	dur(&n.AcceptTimeout, DefaultAcceptTimeout)
+	dur(&n.FirstMessageTimeout, DefaultFirstMessageTimeout)
 	return n
 }
+
+func (c *CMConfig) timeout() time.Duration { return roce.TimeoutExp(c.ResponseTimeout) }
 
 // ConnParam are the per-connection parameters of Dial and ConnRequest.Accept
 // (struct rdma_conn_param).
 type ConnParam struct {
 	PrivateData   []byte // ≤ 56 bytes in a REQ (after the cma_hdr), ≤ 196 in a REP
-	IRD, ORD      int    // responder resources / initiator depth; 0 means 16
-	RetryCount    uint8  // 0 means 7
-	RNRRetryCount uint8  // 0 means 7 (infinite)
+	IRD, ORD      int    // responder resources / initiator depth; 0 means 16, at most 255
+	RetryCount    uint8  // 0 means 7; NoRetry: none
+	RNRRetryCount uint8  // 0 means 7 (infinite); NoRetry: none
 }
 
 // Errors of the connection manager.
@@ -63,10 +131,21 @@ var (
 	ErrCMClosed        = errors.New("rocev2: listener closed")
 	ErrCMTimeout       = errors.New("rocev2: CM response timeout")
 	ErrPrivateDataLong = errors.New("rocev2: private data too long")
-	errCMUsed          = errors.New("rocev2: connection request already answered")
+	// ErrRejected is wrapped by every *RejectError.
+	ErrRejected = errors.New("rocev2: connection rejected")
+	// ErrStaleConn: the peer rejected a connection as stale (REJ reason 10,
+	// IBTA Vol.1 ch. 12: it still holds a connection from this QP number; connect
+	// with a new QP), or a connection ended because its peer started a new one
+	// from the same QP number. errors.Is(err, ErrStaleConn) holds for a
+	// *RejectError with that reason.
+	ErrStaleConn = errors.New("rocev2: stale connection")
+	// ErrLimit is returned by Accept when a connection limit is reached.
+	ErrLimit  = errors.New("rocev2: connection limit reached")
+	errCMUsed = errors.New("rocev2: connection request already answered")
 )
 
-// RejectError is returned by Dial when the peer answered with a REJ.
+// RejectError is returned by Dial when the peer answered with a REJ, and ends a
+// passive connection whose REP the peer rejected.
 type RejectError struct {
 	Reason      roce.RejectReason
 	PrivateData []byte
@@ -76,26 +155,50 @@ func (e *RejectError) Error() string {
 	return fmt.Sprintf("rocev2: connection rejected: %v (%d bytes private data)", e.Reason, len(e.PrivateData))
 }
 
+// Unwrap returns ErrRejected.
+func (e *RejectError) Unwrap() error { return ErrRejected }
+
+// Is reports ErrStaleConn for a stale-connection reject.
+func (e *RejectError) Is(target error) bool {
+	return target == ErrStaleConn && e.Reason == roce.RejStaleConn
+}
+
 type cmKey struct {
 	addr netip.Addr
-	id   uint32 // the peer's comm ID
+	id   uint32 // the peer's comm ID, or its QPN in byQPN
 }
 
 // cmConn is the CM state of one connection (either side).
 type cmConn struct {
-	localID, remoteID uint32
-	peer              netip.AddrPort // where MADs go
-	tid               uint64
-	conn              *Conn
-	active            bool
+	cfg       CMConfig
+	localID   uint32
+	peer      netip.AddrPort // the peer's link: where MADs and data go
+	remoteQPN uint32
+	tid       uint64
+	// peerTimeout is the response timeout exponent the peer retries with
+	// (passive: the REQ's Remote CM Response Timeout).
+	peerTimeout uint8
+	active      bool
+	l           *Listener // passive: the listener it counts against
+
+	// remoteID is the peer's comm ID, known from the REQ (passive) or the REP
+	// (active); guarded by the agent's mu.
+	remoteID uint32
 
 	mu       sync.Mutex
 	state    int
-	last     []byte // last MAD sent (for retries and duplicates)
+	conn     *Conn
+	req      *ConnRequest // passive, while pending
+	pending  bool         // counted in the pending requests
+	counted  bool         // counted in the passive connections
+	last     []byte       // last MAD sent (for retries and duplicates)
 	timer    *time.Timer
+	armed    uint32 // generation of the retry timer (arm)
 	retries  int
 	reply    chan cmEvent // active side: REP/REJ/timeout
-	dreqDone chan struct{}
+	resolved bool         // established by an RTU or the first packet
+	rej      []byte       // the REJ we ended it with (resent for duplicate REQs)
+	endErr   error        // why the peer ended it before it was established
 }
 
 const (
@@ -104,7 +207,7 @@ const (
 	cmRepSent
 	cmEstablished
 	cmDreqSent
-	cmClosed
+	cmTimewait
 )
 
 type cmEvent struct {
@@ -114,49 +217,35 @@ type cmEvent struct {
 }
 
 type cmAgent struct {
-	e   *Endpoint
-	cfg CMConfig
+	e *Endpoint
 
 	mu        sync.Mutex
 	listeners map[uint16]*Listener
-	byLocal   map[uint32]*cmConn
-	byRemote  map[cmKey]*cmConn
+	byLocal   map[uint32]*cmConn // by our comm ID
+	byRemote  map[cmKey]*cmConn  // by the peer's IP and comm ID
+	byQPN     map[cmKey]*cmConn  // live connections by the peer's IP and QPN (stale detection)
+	pending   int                // requests not yet answered, over all listeners
+	conns     int                // passive connections alive, over all listeners
+	tw        []*cmConn          // in Timewait, in the order they entered it
 	psn       roce.PSN
 	txbuf     []byte
 }
 
-// CM returns the endpoint's connection manager, creating it with cfg on the
-// first call (later calls ignore cfg).
-func (e *Endpoint) cm(cfg *CMConfig) *cmAgent {
+// maxTimewait bounds the connections kept in Timewait; beyond it the oldest is
+// forgotten early.
+const maxTimewait = 4096
+
+// cm creates the endpoint's connection manager.
+func (e *Endpoint) cm() *cmAgent {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.cma == nil {
-		a := &cmAgent{e: e, cfg: cfg.norm(), listeners: make(map[uint16]*Listener), byLocal: make(map[uint32]*cmConn),
-			byRemote: make(map[cmKey]*cmConn), psn: roce.PSN(rand.Uint32() & roce.PSNMask)}
+		a := &cmAgent{e: e, listeners: make(map[uint16]*Listener), byLocal: make(map[uint32]*cmConn),
+			byRemote: make(map[cmKey]*cmConn), byQPN: make(map[cmKey]*cmConn), psn: roce.PSN(rand.Uint32() & roce.PSNMask)}
 		e.cma = a
 		e.gsi = a.input
-	} else if cfg != nil {
-		e.cma.mu.Lock()
-		e.cma.cfg = cfg.norm()
-		e.cma.mu.Unlock()
 	}
 	return e.cma
-}
-
-func (a *cmAgent) config() CMConfig {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.cfg
-}
-
-func (a *cmAgent) timeout() time.Duration { return roce.TimeoutExp(a.config().ResponseTimeout) }
-
-// peerPort is the UDP port MADs and data go to on a peer that sent from src.
-func (a *cmAgent) peerAddr(src netip.AddrPort) netip.AddrPort {
-	if a.e.cfg.PeerPort != 0 {
-		return netip.AddrPortFrom(src.Addr(), a.e.cfg.PeerPort)
-	}
-	return src
 }
 
 // send sends one CM MAD to QP1 at dst.
@@ -169,52 +258,124 @@ func (a *cmAgent) send(dst netip.AddrPort, mad []byte) {
 	b = append(b, mad...)
 	b = finish(b, len(mad), a.e.link.LocalAddr(), dst)
 	a.txbuf = b
-	_ = a.e.link.Send([][]byte{b}, dst)
+	a.e.send([][]byte{b}, dst)
 	a.mu.Unlock()
 }
 
-func newCommID() uint32 {
+// newLocal registers c under a fresh random comm ID (comm IDs
+// must not repeat soon; random as Linux's cm.c allocates them).
+func (a *cmAgent) newLocal(c *cmConn) {
 	for {
-		if v := rand.Uint32(); v != 0 {
-			return v
+		id := rand.Uint32()
+		if id != 0 && a.byLocal[id] == nil {
+			c.localID = id
+			a.byLocal[id] = c
+			return
 		}
 	}
 }
 
-// arm (re)starts the retry timer of c: resend c.last until MaxRetries, then fail.
+// arm (re)starts the retry timer of c: resend c.last every response timeout
+// until MaxRetries, then call fail. c.mu is held by the caller.
 func (a *cmAgent) arm(c *cmConn, fail func()) {
-	d := a.timeout()
-	c.mu.Lock() // the callback takes c.mu first, so it sees c.timer set
-	defer c.mu.Unlock()
-	c.timer = time.AfterFunc(d, func() {
-		c.mu.Lock()
-		if c.state == cmEstablished || c.state == cmClosed || (c.state != cmReqSent && c.state != cmRepSent && c.state != cmDreqSent) {
-			c.mu.Unlock()
-			return
-		}
-		if c.retries >= a.config().MaxRetries {
-			c.mu.Unlock()
-			fail()
-			return
-		}
-		c.retries++
-		mad := c.last
-		c.timer.Reset(a.timeout())
+	if c.timer != nil {
+		c.timer.Stop()
+	}
+	c.retries = 0
+	c.armed++
+	gen := c.armed
+	c.timer = time.AfterFunc(c.cfg.timeout(), func() { a.retry(c, gen, fail) })
+}
+
+// retry is the retry timer armed as generation gen: a callback that fired while
+// the timer was being replaced finds a newer generation and does nothing.
+func (a *cmAgent) retry(c *cmConn, gen uint32, fail func()) {
+	c.mu.Lock()
+	if gen != c.armed || c.state != cmReqSent && c.state != cmRepSent && c.state != cmDreqSent || c.resolved {
 		c.mu.Unlock()
-		a.send(c.peer, mad)
-	})
+		return
+	}
+	if c.retries >= c.cfg.MaxRetries {
+		c.mu.Unlock()
+		fail()
+		return
+	}
+	c.retries++
+	mad := c.last
+	c.timer.Reset(c.cfg.timeout())
+	c.mu.Unlock()
+	a.send(c.peer, mad)
+}
+
+// timewaitDur is how long a connection stays in Timewait: two of the longer of
+// our response timeout and the peer's retry interval (the REQ's remote CM
+// response timeout, at most 2^24 × 4.096 µs ≈ 69 s), so a retransmission sent
+// just before our answer arrived still finds it.
+func (c *cmConn) timewaitDur() time.Duration {
+	return 2 * max(c.cfg.timeout(), roce.TimeoutExp(min(c.peerTimeout, mraServiceTimeout)))
+}
+
+// timewait moves c to Timewait (c.mu held): duplicates of its last exchange are
+// still answered for timewaitDur, then it is forgotten. It releases
+// what c counted against the limits.
+func (a *cmAgent) timewait(c *cmConn) {
+	if c.state == cmTimewait {
+		return
+	}
+	c.state = cmTimewait
+	c.conn, c.req = nil, nil // Timewait keeps only what answers duplicates
+	if c.timer != nil {
+		c.timer.Stop()
+	}
+	c.timer = time.AfterFunc(c.timewaitDur(), func() { a.forget(c) })
+	a.mu.Lock()
+	a.release(c)
+	if k := (cmKey{c.peer.Addr(), c.remoteQPN}); a.byQPN[k] == c {
+		delete(a.byQPN, k)
+	}
+	a.tw = append(a.tw, c)
+	if len(a.tw) > maxTimewait {
+		old := a.tw[0]
+		a.tw = slices.Delete(a.tw, 0, 1)
+		a.forgetLocked(old)
+	}
+	a.mu.Unlock()
+}
+
+// release gives back what c counts against the limits (a.mu held).
+func (a *cmAgent) release(c *cmConn) {
+	if c.pending {
+		c.pending = false
+		a.pending--
+		c.l.pending--
+	}
+	if c.counted {
+		c.counted = false
+		a.conns--
+		c.l.conns--
+	}
 }
 
 func (a *cmAgent) forget(c *cmConn) {
 	a.mu.Lock()
+	a.forgetLocked(c)
+	if i := slices.Index(a.tw, c); i >= 0 {
+		a.tw = slices.Delete(a.tw, i, i+1) // clears the vacated slot: no stale reference
+	}
+	a.mu.Unlock()
+}
+
+func (a *cmAgent) forgetLocked(c *cmConn) {
 	if a.byLocal[c.localID] == c {
 		delete(a.byLocal, c.localID)
 	}
-	k := cmKey{c.peer.Addr(), c.remoteID}
-	if a.byRemote[k] == c {
+	if k := (cmKey{c.peer.Addr(), c.remoteID}); a.byRemote[k] == c {
 		delete(a.byRemote, k)
 	}
-	a.mu.Unlock()
+	if k := (cmKey{c.peer.Addr(), c.remoteQPN}); a.byQPN[k] == c {
+		delete(a.byQPN, k)
+	}
+	a.release(c)
 }
 
 // input handles a packet to QP1 (called by the receive goroutine; must not block).
@@ -226,207 +387,145 @@ func (a *cmAgent) input(p *roce.Packet, from netip.AddrPort) {
 	if err != nil || !h.IsCM() || h.Method != roce.MADMethodSend {
 		return
 	}
+	peer := a.e.peerLinkAddr(from)
 	switch h.AttrID {
 	case roce.AttrREQ:
 		if m, err := roce.ParseREQ(data); err == nil {
-			a.onREQ(h, &m, from)
+			a.onREQ(h, &m, peer)
 		}
 	case roce.AttrREP:
 		if m, err := roce.ParseREP(data); err == nil {
-			a.onREP(&m)
+			if c := a.match(m.RemoteCommID, m.LocalCommID, peer, true); c != nil {
+				a.onREP(c, &m)
+			}
 		}
 	case roce.AttrRTU:
 		if m, err := roce.ParseRTU(data); err == nil {
-			a.onRTU(&m)
+			if c := a.match(m.RemoteCommID, m.LocalCommID, peer, false); c != nil {
+				a.onRTU(c)
+			}
 		}
 	case roce.AttrREJ:
 		if m, err := roce.ParseREJ(data); err == nil {
-			a.onREJ(&m)
+			// A REJ of our REQ comes before we know the peer's comm ID.
+			if c := a.match(m.RemoteCommID, m.LocalCommID, peer, true); c != nil {
+				a.onREJ(c, &m)
+			}
 		}
 	case roce.AttrMRA:
 		if m, err := roce.ParseMRA(data); err == nil {
-			if c := a.lookupLocal(m.RemoteCommID); c != nil {
+			if c := a.match(m.RemoteCommID, m.LocalCommID, peer, true); c != nil {
 				c.mu.Lock()
-				if c.timer != nil {
-					// The peer needs longer: wait its service timeout plus ours.
-					c.timer.Reset(roce.TimeoutExp(m.ServiceTimeout) + a.timeout())
+				if (c.state == cmReqSent || c.state == cmRepSent) && c.timer != nil {
+					// The peer needs longer (the MRA service timeout, IBTA Vol.1 ch. 12): wait its service timeout plus ours.
+					c.timer.Reset(roce.TimeoutExp(m.ServiceTimeout&0x1F) + c.cfg.timeout())
 				}
 				c.mu.Unlock()
 			}
 		}
 	case roce.AttrDREQ:
 		if m, err := roce.ParseDREQ(data); err == nil {
-			a.onDREQ(h, &m, from)
+			a.onDREQ(h, &m, peer)
 		}
 	case roce.AttrDREP:
 		if m, err := roce.ParseDREP(data); err == nil {
-			if c := a.lookupLocal(m.RemoteCommID); c != nil {
+			if c := a.match(m.RemoteCommID, m.LocalCommID, peer, false); c != nil {
 				c.mu.Lock()
 				if c.state == cmDreqSent {
-					c.state = cmClosed
-					if c.timer != nil {
-						c.timer.Stop()
-					}
-					close(c.dreqDone)
+					a.timewait(c)
 				}
 				c.mu.Unlock()
-				a.forget(c)
 			}
 		}
 	}
 }
 
-func (a *cmAgent) lookupLocal(id uint32) *cmConn {
+// match returns the connection a MAD names: ours is our comm ID, theirs the
+// sender's, which must be the peer's once known (any while the peer's may still
+// be unknown: a REP, or a REJ of our REQ, when early is set); the MAD must come
+// from the peer's link. Anything else is counted and dropped.
+func (a *cmAgent) match(ours, theirs uint32, from netip.AddrPort, early bool) *cmConn {
 	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.byLocal[id]
+	c := a.byLocal[ours]
+	ok := c != nil && c.peer == from && (c.remoteID == theirs || early && c.remoteID == 0)
+	a.mu.Unlock()
+	if !ok {
+		a.e.CMDropped.Add(1)
+		return nil
+	}
+	return c
 }
 
-func (a *cmAgent) sendREJ(dst netip.AddrPort, tid uint64, localID, remoteID uint32, what roce.CMMsgType, reason roce.RejectReason, pd []byte) {
+func (a *cmAgent) sendREJ(dst netip.AddrPort, tid uint64, localID, remoteID uint32, what roce.CMMsgType, reason roce.RejectReason, pd []byte) []byte {
 	m := roce.REJ{LocalCommID: localID, RemoteCommID: remoteID, MsgRejected: what, Reason: reason}
 	copy(m.PrivateData[:], pd)
-	a.send(dst, roce.AppendCMMAD(nil, tid, &m))
+	mad := roce.AppendCMMAD(nil, tid, &m)
+	a.send(dst, mad)
+	return mad
 }
 
-func (a *cmAgent) onREQ(h roce.MADHeader, m *roce.REQ, from netip.AddrPort) {
-	peer := a.peerAddr(from)
-	a.mu.Lock()
-	if c := a.byRemote[cmKey{peer.Addr(), m.LocalCommID}]; c != nil {
-		a.mu.Unlock()
-		// Duplicate REQ: repeat the REP, or ask for patience while the
-		// application decides (RDMA-CM's delayed MRA).
-		c.mu.Lock()
-		st, last := c.state, c.last
-		c.mu.Unlock()
-		switch st {
-		case cmRepSent, cmEstablished:
-			a.send(peer, last)
-		case cmReqRcvd:
-			mra := roce.MRA{LocalCommID: c.localID, RemoteCommID: c.remoteID, MsgMRAed: roce.CMMsgREQ, ServiceTimeout: 24}
-			a.send(peer, roce.AppendCMMAD(nil, h.TransactionID, &mra))
-		}
-		return
-	}
-	ps, port, ok := roce.ServiceIDPort(m.ServiceID)
-	l := a.listeners[port]
-	a.mu.Unlock()
-	if !ok || ps != roce.PortSpaceTCP || l == nil {
-		a.sendREJ(peer, h.TransactionID, 0, m.LocalCommID, roce.CMMsgREQ, roce.RejInvalidServiceID, nil)
-		return
-	}
-	cma, err := roce.ParseCMAHeader(m.PrivateData[:])
-	if err != nil || cma.Version != roce.CMAVersion || m.TransportType != roce.CMTransportRC {
-		a.sendREJ(peer, h.TransactionID, 0, m.LocalCommID, roce.CMMsgREQ, roce.RejConsumerDefined, nil)
-		return
-	}
-	c := &cmConn{localID: newCommID(), remoteID: m.LocalCommID, peer: peer, tid: h.TransactionID, state: cmReqRcvd}
-	r := &ConnRequest{l: l, c: c, req: *m, cma: cma, from: from}
-	a.mu.Lock()
-	for a.byLocal[c.localID] != nil {
-		c.localID = newCommID()
-	}
-	a.byLocal[c.localID] = c
-	a.byRemote[cmKey{peer.Addr(), c.remoteID}] = c
-	a.mu.Unlock()
-	select {
-	case l.reqs <- r:
-	default:
-		a.forget(c)
-		a.sendREJ(peer, h.TransactionID, c.localID, c.remoteID, roce.CMMsgREQ, roce.RejNoResources, nil)
-	}
-}
-
-func (a *cmAgent) onREP(m *roce.REP) {
-	c := a.lookupLocal(m.RemoteCommID)
-	if c == nil || !c.active {
-		return
-	}
+func (a *cmAgent) onREJ(c *cmConn, m *roce.REJ) {
+	rej := &RejectError{Reason: m.Reason, PrivateData: append([]byte(nil), m.PrivateData[:]...)}
 	c.mu.Lock()
-	switch c.state {
-	case cmReqSent:
-		c.state = cmEstablished // Dial finishes it (connect QP, RTU)
-		c.remoteID = m.LocalCommID
-		if c.timer != nil {
-			c.timer.Stop()
-		}
-		c.mu.Unlock()
-		a.mu.Lock()
-		a.byRemote[cmKey{c.peer.Addr(), c.remoteID}] = c
-		a.mu.Unlock()
-		c.reply <- cmEvent{rep: m}
-		return
-	case cmEstablished:
-		// Duplicate REP: our RTU was lost.
-		last := c.last
-		c.mu.Unlock()
-		if last != nil {
-			a.send(c.peer, last)
-		}
-		return
-	}
-	c.mu.Unlock()
-}
-
-func (a *cmAgent) onRTU(m *roce.RTU) {
-	c := a.lookupLocal(m.RemoteCommID)
-	if c == nil || c.active {
-		return
-	}
-	c.mu.Lock()
-	if c.state == cmRepSent {
-		c.state = cmEstablished
-		if c.timer != nil {
-			c.timer.Stop()
-		}
-	}
-	c.mu.Unlock()
-}
-
-func (a *cmAgent) onREJ(m *roce.REJ) {
-	c := a.lookupLocal(m.RemoteCommID)
-	if c == nil {
-		return
-	}
-	c.mu.Lock()
-	st := c.state
-	if st == cmReqSent || st == cmRepSent {
-		c.state = cmClosed
-		if c.timer != nil {
-			c.timer.Stop()
-		}
-	}
-	c.mu.Unlock()
+	st, conn, req := c.state, c.conn, c.req
 	switch st {
-	case cmReqSent:
-		a.forget(c)
+	case cmReqSent, cmReqRcvd, cmRepSent, cmEstablished, cmDreqSent:
+		// Established: the peer gave up on an RTU it never got (Linux
+		// cm_rej_handler enters timewait too).
+		c.endErr = rej
+		a.timewait(c)
+	default:
+		c.mu.Unlock()
+		return
+	}
+	c.mu.Unlock()
+	switch {
+	case st == cmReqSent:
 		c.reply <- cmEvent{rej: m}
-	case cmRepSent:
-		a.forget(c)
-		if c.conn != nil {
-			c.conn.Disconnect(false)
-		}
+	case st == cmReqRcvd:
+		req.expire(rej) // the initiator gave up before the application answered
+	case conn != nil && st != cmDreqSent:
+		conn.abort(rej)
 	}
 }
 
-func (a *cmAgent) onDREQ(h roce.MADHeader, m *roce.DREQ, from netip.AddrPort) {
-	peer := a.peerAddr(from)
-	rep := roce.DREP{LocalCommID: m.RemoteCommID, RemoteCommID: m.LocalCommID}
-	c := a.lookupLocal(m.RemoteCommID)
-	if c != nil {
-		rep.LocalCommID = c.localID
-		c.mu.Lock()
-		conn := c.conn
-		wasOpen := c.state != cmClosed
-		c.state = cmClosed
-		if c.timer != nil {
-			c.timer.Stop()
-		}
+func (a *cmAgent) onDREQ(h roce.MADHeader, m *roce.DREQ, peer netip.AddrPort) {
+	a.mu.Lock()
+	c := a.byLocal[m.RemoteCommID]
+	a.mu.Unlock()
+	if c == nil {
+		// Not (or no longer) ours: answer, as Linux's cm_issue_drep does, so a
+		// peer whose DREP was lost after we forgot the connection stops retrying.
+		rep := roce.DREP{LocalCommID: m.RemoteCommID, RemoteCommID: m.LocalCommID}
+		a.send(peer, roce.AppendCMMAD(nil, h.TransactionID, &rep))
+		return
+	}
+	if a.match(m.RemoteCommID, m.LocalCommID, peer, false) == nil {
+		return
+	}
+	c.mu.Lock()
+	conn := c.conn
+	if conn != nil && m.RemoteQPN&roce.QPNMask != conn.QP().Num() {
 		c.mu.Unlock()
-		a.forget(c)
-		if conn != nil && wasOpen {
-			conn.remoteClosed.Store(true)
-			conn.Disconnect(false)
-		}
+		a.e.CMDropped.Add(1)
+		return
+	}
+	switch c.state {
+	case cmRepSent, cmEstablished:
+		a.timewait(c)
+	case cmDreqSent, cmTimewait: // both sides disconnecting, or a duplicate (our DREP was lost)
+		a.timewait(c)
+		conn = nil
+	default:
+		c.mu.Unlock()
+		a.e.CMDropped.Add(1)
+		return
+	}
+	rep := roce.DREP{LocalCommID: c.localID, RemoteCommID: c.remoteID}
+	c.mu.Unlock()
+	if conn != nil {
+		conn.remoteClosed.Store(true)
+		conn.abort(ErrPeerDisconnected)
 	}
 	a.send(peer, roce.AppendCMMAD(nil, h.TransactionID, &rep))
 }
@@ -436,149 +535,90 @@ func (a *cmAgent) onDREQ(h roce.MADHeader, m *roce.DREQ, from netip.AddrPort) {
 func (a *cmAgent) connDone(c *cmConn) {
 	c.mu.Lock()
 	if c.state != cmEstablished && c.state != cmRepSent {
+		a.timewait(c)
 		c.mu.Unlock()
-		a.forget(c)
 		return
 	}
 	c.state = cmDreqSent
-	c.dreqDone = make(chan struct{})
-	m := roce.DREQ{LocalCommID: c.localID, RemoteCommID: c.remoteID, RemoteQPN: c.conn.rqpn}
+	c.resolved = false
+	m := roce.DREQ{LocalCommID: c.localID, RemoteCommID: c.remoteID, RemoteQPN: c.remoteQPN}
 	c.last = roce.AppendCMMAD(nil, c.tid, &m)
-	c.retries = 0
-	if c.timer != nil {
-		c.timer.Stop()
-	}
 	mad := c.last
-	c.mu.Unlock()
 	a.arm(c, func() {
 		c.mu.Lock()
-		c.state = cmClosed
+		a.timewait(c)
 		c.mu.Unlock()
-		a.forget(c)
 	})
+	c.mu.Unlock()
 	a.send(c.peer, mad)
 }
 
-// ---- passive side ----
-
-// Listener receives RDMA-CM connection requests for one port (service ID
-// 0x0000000001060000 | port, the RDMA_PS_TCP port space).
-type Listener struct {
-	a    *cmAgent
-	port uint16
-	reqs chan *ConnRequest
-	quit chan struct{}
-	once sync.Once
-}
-
-// Listen listens for connection requests on ep for addr "[ip]:port" (the IP
-// part is ignored: the endpoint's link decides which address is served).
-func Listen(ep *Endpoint, addr string, cfg *CMConfig) (*Listener, error) {
-	_, ps, err := net.SplitHostPort(addr)
-	if err != nil {
-		return nil, err
-	}
-	port, err := strconv.ParseUint(ps, 10, 16)
-	if err != nil {
-		return nil, err
-	}
-	a := ep.cm(cfg)
-	l := &Listener{a: a, port: uint16(port), reqs: make(chan *ConnRequest, a.config().Backlog), quit: make(chan struct{})}
+// stale handles a REQ or REP from the peer at ip whose QP qpn is still
+// connected here under another comm ID (IBTA Vol.1 ch. 12; Linux cm.c
+// cm_insert_remote_qpn): the old connection is stale — the peer lost it — so it
+// ends (ErrStaleConn, with a DREQ), and the caller rejects the new attempt
+// with reason 10. It reports whether a stale connection was found.
+func (a *cmAgent) stale(ip netip.Addr, qpn, remoteID uint32) bool {
 	a.mu.Lock()
-	defer a.mu.Unlock()
-	if l.port == 0 {
-		for p := uint16(1024 + rand.IntN(60000)); ; p++ {
-			if a.listeners[p] == nil && p != 0 {
-				l.port = p
-				break
-			}
-		}
-	}
-	if a.listeners[l.port] != nil {
-		return nil, fmt.Errorf("rocev2: port %d already has a listener", l.port)
-	}
-	a.listeners[l.port] = l
-	return l, nil
-}
-
-// Port returns the listening port.
-func (l *Listener) Port() uint16 { return l.port }
-
-// Addr returns the endpoint's address with the listening port.
-func (l *Listener) Addr() netip.AddrPort {
-	return netip.AddrPortFrom(l.a.e.LocalAddr().Addr(), l.port)
-}
-
-// Close stops listening and rejects pending requests.
-func (l *Listener) Close() error {
-	l.once.Do(func() {
-		close(l.quit)
-		l.a.mu.Lock()
-		if l.a.listeners[l.port] == l {
-			delete(l.a.listeners, l.port)
-		}
-		l.a.mu.Unlock()
-		for {
-			select {
-			case r := <-l.reqs:
-				_ = r.Reject(nil)
-			default:
-				return
-			}
-		}
-	})
-	return nil
-}
-
-// Accept waits for the next connection request.
-func (l *Listener) Accept(ctx context.Context) (*ConnRequest, error) {
-	select {
-	case r := <-l.reqs:
-		return r, nil
-	case <-l.quit:
-		return nil, ErrCMClosed
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-}
-
-// ConnRequest is a received REQ.
-type ConnRequest struct {
-	l    *Listener
-	c    *cmConn
-	req  roce.REQ
-	cma  roce.CMAHeader
-	from netip.AddrPort
-	mu   sync.Mutex
-	used bool
-}
-
-// PrivateData returns the initiator's private data after the cma_hdr.
-func (r *ConnRequest) PrivateData() []byte { return r.req.PrivateData[roce.CMAHeaderLen:] }
-
-// IRD returns the initiator's responder resources.
-func (r *ConnRequest) IRD() int { return int(r.req.ResponderResources) }
-
-// ORD returns the initiator's initiator depth.
-func (r *ConnRequest) ORD() int { return int(r.req.InitiatorDepth) }
-
-// REQ returns the parsed REQ.
-func (r *ConnRequest) REQ() roce.REQ { return r.req }
-
-// RemoteAddr returns the initiator's address and port from the cma_hdr.
-func (r *ConnRequest) RemoteAddr() netip.AddrPort { return netip.AddrPortFrom(r.cma.Src, r.cma.Port) }
-
-// LocalAddr returns the destination address and port the initiator asked for.
-func (r *ConnRequest) LocalAddr() netip.AddrPort { return netip.AddrPortFrom(r.cma.Dst, r.l.port) }
-
-func (r *ConnRequest) take() bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.used {
+	old := a.byQPN[cmKey{ip, qpn}]
+	a.mu.Unlock()
+	if old == nil || old.remoteID == remoteID {
 		return false
 	}
-	r.used = true
+	a.e.CMStale.Add(1)
+	old.mu.Lock()
+	conn, req := old.conn, old.req
+	st := old.state
+	old.endErr = ErrStaleConn
+	if st == cmReqRcvd || st == cmReqSent {
+		a.timewait(old)
+	}
+	old.mu.Unlock()
+	switch {
+	case conn != nil:
+		conn.abort(ErrStaleConn) // connDone sends the DREQ
+	case req != nil:
+		req.expire(ErrStaleConn)
+	case st == cmReqSent:
+		select {
+		case old.reply <- cmEvent{err: ErrStaleConn}:
+		default:
+		}
+	}
 	return true
+}
+
+// close ends the agent with the endpoint: timers stop, pending requests fail.
+func (a *cmAgent) close() {
+	a.mu.Lock()
+	cs := make([]*cmConn, 0, len(a.byLocal))
+	for _, c := range a.byLocal {
+		cs = append(cs, c)
+	}
+	ls := make([]*Listener, 0, len(a.listeners))
+	for _, l := range a.listeners {
+		ls = append(ls, l)
+	}
+	a.mu.Unlock()
+	for _, l := range ls {
+		_ = l.Close()
+	}
+	for _, c := range cs {
+		c.mu.Lock()
+		if c.timer != nil {
+			c.timer.Stop()
+		}
+		st := c.state
+		c.state = cmTimewait
+		c.mu.Unlock()
+		if st == cmReqSent {
+			select {
+			case c.reply <- cmEvent{err: ErrEndpointClosed}:
+			default:
+			}
+		}
+		a.forget(c)
+	}
 }
 
 func depth(v int) int {
@@ -588,207 +628,13 @@ func depth(v int) int {
 	return min(v, 255)
 }
 
+// retry maps a ConnParam retry count to the wire's 3 bits.
 func retry(v uint8) uint8 {
-	if v == 0 || v > 7 {
+	switch {
+	case v == NoRetry:
+		return 0
+	case v == 0 || v > 7:
 		return 7
 	}
 	return v
 }
-
-// Accept connects qp (Idle) to the initiator and sends the REP; the QP is in
-// RTS on return (the RTU is awaited in the background, the REP resent until
-// it or the first packet arrives).
-func (r *ConnRequest) Accept(qp *rnic.QP, p ConnParam) (*Conn, error) {
-	if !r.take() {
-		return nil, errCMUsed
-	}
-	if len(p.PrivateData) > len(roce.REP{}.PrivateData) {
-		_ = r.reject(nil)
-		return nil, ErrPrivateDataLong
-	}
-	a, c, m := r.l.a, r.c, &r.req
-	mtu := m.PathMTU
-	if !mtu.Valid() || mtu > a.e.cfg.MTU {
-		mtu = a.e.cfg.MTU
-	}
-	cfg := a.e.cfg
-	cfg.MaxRdAtomic = min(depth(p.ORD), max(int(m.ResponderResources), 1))
-	cfg.MaxDestRd = depth(p.IRD)
-	cfg.RetryCnt = m.RetryCount & 7
-	cfg.RNRRetry = m.RNRRetryCount & 7 // the REQ carries the counts the initiator wants us to use
-	if m.Primary.LocalACKTimeout != 0 {
-		cfg.Timeout = max(m.Primary.LocalACKTimeout, cfg.Timeout)
-	}
-	// Starting PSNs follow Linux's IB CM (cm.c: cm_req_handler sets sq_psn,
-	// ib_send_cm_rep rq_psn): each Starting PSN is the one its sender expects
-	// to receive, so we send from the REQ's and expect the REP's.
-	psn := roce.PSN(rand.Uint32() & roce.PSNMask)
-	conn, err := a.e.connect(qp, ConnAttr{Type: RC, Remote: c.peer, RemoteQPN: m.LocalQPN, SendPSN: m.StartingPSN,
-		RecvPSN: psn, MTU: mtu}, &cfg, func() { a.connDone(c) })
-	if err != nil {
-		_ = r.reject(nil)
-		return nil, err
-	}
-	rep := roce.REP{LocalCommID: c.localID, RemoteCommID: c.remoteID, LocalQPN: qp.Num(), StartingPSN: psn,
-		ResponderResources: uint8(cfg.MaxDestRd), InitiatorDepth: uint8(cfg.MaxRdAtomic), TargetACKDelay: 0,
-		RNRRetryCount: retry(p.RNRRetryCount), LocalCAGUID: a.e.guid()} // for the initiator's QP
-	copy(rep.PrivateData[:], p.PrivateData)
-	c.mu.Lock()
-	c.conn = conn
-	c.state = cmRepSent
-	c.last = roce.AppendCMMAD(nil, c.tid, &rep)
-	mad := c.last
-	c.mu.Unlock()
-	a.arm(c, func() {
-		c.mu.Lock()
-		if conn.qp.QP().Counters().RxSegments.Load() > 0 {
-			// No RTU, but the initiator's traffic arrived: the connection
-			// is established (IBTA §12.9.6, communication established).
-			c.state = cmEstablished
-			c.mu.Unlock()
-			return
-		}
-		c.state = cmClosed
-		c.mu.Unlock()
-		a.forget(c)
-		conn.Disconnect(false)
-	})
-	a.send(c.peer, mad)
-	return conn, nil
-}
-
-// Reject answers the request with a REJ (reason 28, consumer defined) carrying pd.
-func (r *ConnRequest) Reject(pd []byte) error {
-	if !r.take() {
-		return errCMUsed
-	}
-	return r.reject(pd)
-}
-
-func (r *ConnRequest) reject(pd []byte) error {
-	if len(pd) > len(roce.REJ{}.PrivateData) {
-		return ErrPrivateDataLong
-	}
-	c := r.c
-	c.mu.Lock()
-	c.state = cmClosed
-	c.mu.Unlock()
-	r.l.a.forget(c)
-	r.l.a.sendREJ(c.peer, c.tid, c.localID, c.remoteID, roce.CMMsgREQ, roce.RejConsumerDefined, pd)
-	return nil
-}
-
-// ---- active side ----
-
-// Dial connects qp (Idle) to an RDMA-CM listener at addr "ip:port" through
-// ep: REQ (service ID of the TCP port space, cma_hdr + p.PrivateData),
-// REP, then the QP goes to RTS and the RTU is sent. A REJ is a *RejectError.
-func Dial(ctx context.Context, ep *Endpoint, qp *rnic.QP, addr string, cfg *CMConfig, p ConnParam) (*Conn, error) {
-	ap, err := netip.ParseAddrPort(addr)
-	if err != nil {
-		return nil, err
-	}
-	if len(p.PrivateData) > len(roce.REQ{}.PrivateData)-roce.CMAHeaderLen {
-		return nil, ErrPrivateDataLong
-	}
-	a := ep.cm(cfg)
-	dst := netip.AddrPortFrom(ap.Addr().Unmap(), ep.cfg.PeerPort)
-	if ep.cfg.PeerPort == 0 {
-		dst = netip.AddrPortFrom(ap.Addr().Unmap(), ep.LocalAddr().Port())
-	}
-	return a.dial(ctx, qp, dst, ap.Port(), p)
-}
-
-// DialAddr is Dial with an explicit RoCE address of the peer (its UDP
-// endpoint) besides the RDMA-CM port: for peers whose link is not on the
-// endpoint's own UDP port (tests, several endpoints on one host).
-func DialAddr(ctx context.Context, ep *Endpoint, qp *rnic.QP, peer netip.AddrPort, port uint16, cfg *CMConfig, p ConnParam) (*Conn, error) {
-	return ep.cm(cfg).dial(ctx, qp, peer, port, p)
-}
-
-func (a *cmAgent) dial(ctx context.Context, qp *rnic.QP, dst netip.AddrPort, port uint16, p ConnParam) (*Conn, error) {
-	e := a.e
-	local := e.LocalAddr()
-	c := &cmConn{localID: newCommID(), peer: dst, active: true, state: cmReqSent, reply: make(chan cmEvent, 1)}
-	c.tid = uint64(rand.Uint32())<<32 | uint64(c.localID)
-	psn := roce.PSN(rand.Uint32() & roce.PSNMask)
-	cfg := e.cfg
-	cc := a.config()
-	req := roce.REQ{LocalCommID: c.localID, ServiceID: roce.ServiceID(roce.PortSpaceTCP, port),
-		LocalCAGUID: e.guid(), LocalQPN: qp.Num(), ResponderResources: uint8(depth(p.IRD)),
-		InitiatorDepth: uint8(depth(p.ORD)), RemoteCMResponseTimeout: cc.ResponseTimeout,
-		TransportType: roce.CMTransportRC, StartingPSN: psn, LocalCMResponseTimeout: cc.ResponseTimeout,
-		RetryCount: retry(p.RetryCount), PKey: roce.DefaultPKey, PathMTU: cfg.MTU, RNRRetryCount: retry(p.RNRRetryCount),
-		MaxCMRetries: uint8(min(cc.MaxRetries, 15)),
-		Primary: roce.CMPath{LocalLID: 0xFFFF, RemoteLID: 0xFFFF, LocalGID: roce.GIDFromAddr(local.Addr()),
-			RemoteGID: roce.GIDFromAddr(dst.Addr()), HopLimit: 64, LocalACKTimeout: cfg.Timeout,
-			FlowLabel: 0, TrafficClass: 0},
-	}
-	// The cma_hdr port is the active side's port; RoCE has none, so use a random one as rdma_cm does.
-	cma := roce.NewCMAHeader(local.Addr(), dst.Addr(), uint16(1024+rand.IntN(60000)))
-	pd := cma.Append(nil)
-	pd = append(pd, p.PrivateData...)
-	copy(req.PrivateData[:], pd)
-	c.last = roce.AppendCMMAD(nil, c.tid, &req)
-	a.mu.Lock()
-	a.byLocal[c.localID] = c
-	a.mu.Unlock()
-	a.arm(c, func() {
-		c.mu.Lock()
-		c.state = cmClosed
-		c.mu.Unlock()
-		a.forget(c)
-		select {
-		case c.reply <- cmEvent{err: ErrCMTimeout}:
-		default:
-		}
-	})
-	a.send(dst, c.last)
-	var ev cmEvent
-	select {
-	case ev = <-c.reply:
-	case <-ctx.Done():
-		c.mu.Lock()
-		c.state = cmClosed
-		if c.timer != nil {
-			c.timer.Stop()
-		}
-		c.mu.Unlock()
-		a.forget(c)
-		return nil, ctx.Err()
-	}
-	switch {
-	case ev.err != nil:
-		return nil, ev.err
-	case ev.rej != nil:
-		return nil, &RejectError{Reason: ev.rej.Reason, PrivateData: append([]byte(nil), ev.rej.PrivateData[:]...)}
-	}
-	rep := ev.rep
-	cfg.MaxRdAtomic = min(depth(p.ORD), max(int(rep.ResponderResources), 1))
-	cfg.MaxDestRd = depth(p.IRD)
-	cfg.RetryCnt = retry(p.RetryCount)
-	cfg.RNRRetry = rep.RNRRetryCount & 7
-	// Linux's IB CM convention (cm.c: ib_send_cm_req sets rq_psn from the
-	// REQ, cm_rep_handler sq_psn from the REP): we expect the PSN we put in
-	// the REQ and send from the REP's.
-	conn, err := e.connect(qp, ConnAttr{Type: RC, Remote: dst, RemoteQPN: rep.LocalQPN, SendPSN: rep.StartingPSN,
-		RecvPSN: psn, MTU: cfg.MTU}, &cfg, func() { a.connDone(c) })
-	if err != nil {
-		a.forget(c)
-		a.sendREJ(dst, c.tid, c.localID, c.remoteID, roce.CMMsgREP, roce.RejNoQP, nil)
-		return nil, err
-	}
-	conn.peerPD = append([]byte(nil), rep.PrivateData[:]...)
-	rtu := roce.RTU{LocalCommID: c.localID, RemoteCommID: c.remoteID}
-	c.mu.Lock()
-	c.conn = conn
-	c.last = roce.AppendCMMAD(nil, c.tid, &rtu)
-	mad := c.last
-	c.mu.Unlock()
-	a.send(dst, mad)
-	return conn, nil
-}
-
-// PrivateData returns the private data of the peer's REP (active side) — all
-// 196 bytes, as RDMA-CM delivers them.
-func (c *Conn) PrivateData() []byte { return c.peerPD }

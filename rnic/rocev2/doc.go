@@ -2,6 +2,12 @@
 // RC, UC and UD transports (IBTA Vol.1 chapter 9, Annex A17) over UDP port
 // 4791, wire compatible with Linux rxe, plus the IB CM as RDMA-CM uses it.
 //
+// The code is split by role: conn.go is the connection (the orchestrator of a
+// QP's goroutine, state and disconnect), requester.go, completer.go and
+// responder.go its three IBTA roles; cm.go the CM agent every connection
+// shares, cm_passive.go and cm_active.go the two sides of setup; endpoint.go
+// and linkio.go the endpoint and its link.
+//
 // # Links
 //
 // A [Link] moves batches of UDP payloads (BTH through ICRC). [UDPLink] is a
@@ -12,6 +18,20 @@
 // demultiplexes by destination QP and runs the responder and completer of
 // the target QP inline; control packets produced by a batch (ACKs, NAKs) are
 // sent after it in one call.
+//
+// # Addresses and UDP ports
+//
+// An [Addr] names a connection end: IP, RDMA-CM port and the UDP port of its
+// RoCE link, written "10.0.0.2:7471" for the standard UDP port 4791 and
+// "10.0.0.2:7471@4792" otherwise ([ParseAddr]). Kernel and hardware RoCEv2
+// devices listen on 4791 and send from a per-flow source port in 0xC000-0xFFFF
+// (Annex A17.3 entropy); a softrnic endpoint sends from the port it listens
+// on, so several endpoints can share an IP on different ports. The passive
+// side answers a REQ by that rule: source port 0 or 0xC000-0xFFFF → the peer
+// is on 4791, any other → the peer is on the source port. [ListenUDP]
+// therefore refuses ports 0xC000-0xFFFF ([ErrEntropyPort]); port 0 picks a
+// free port below. [Config].PeerPort overrides the rule for peers that send
+// from other ports but listen on one fixed port.
 //
 // ICRC: packets are sent with DF set from an unconnected socket, for which
 // Linux uses IP ID 0 (ip_select_ident), and the ICRC is computed with ID 0.
@@ -54,10 +74,14 @@
 // at the expected PSN, coalesces ACKs per receive batch, sends RNR NAKs (its
 // MinRNRTimer) when no receive is posted, NAKs protection, length and opcode
 // sequence errors and moves its QP to Error, answers duplicates (re-ACK of
-// SENDs and WRITEs, never applied twice; duplicate READs re-executed from
-// their PSN with their own RETH; duplicate atomics answered from the saved
-// result, MaxDestRd of them kept) and limits inbound READs/atomics to
-// MaxDestRd. READ responses and the control packets queued behind them leave
+// SENDs and WRITEs, never applied twice; a duplicate READ is re-executed from
+// its PSN with its own RETH only if it lies in one of the last MaxDestRd READs
+// received and asks for a subset of its bytes through the same R_Key, one
+// re-execution per READ at a time — others are dropped and counted in
+// DupReadsDropped, so old PSNs cannot buy reads past the IRD; duplicate
+// atomics answered from the saved result) and limits inbound READs/atomics to
+// MaxDestRd. A connected QP takes packets only from its peer's address
+// (others: RxWrongSource). READ responses and the control packets queued behind them leave
 // in PSN order. Completion statuses follow rxe's.
 //
 // UC ([RC]'s sibling [UC]) sends SEND and WRITE without ACKs; a PSN gap drops
@@ -75,8 +99,78 @@
 // SEND_ONLY packets to QP1 with Q_Key 0x80010000, the service ID is RDMA-CM's
 // TCP port space (0x0106<<16 | port) and the REQ private data starts with
 // the 36-byte cma_hdr. REQ, REP and DREQ are retried every CM response
-// timeout ([CMConfig]). Kernel peers listen on UDP 4791 whatever their source
-// port: set [Config].PeerPort to 4791 for them.
+// timeout ([CMConfig]); duplicates are answered from the last MAD sent; the
+// first packet on a QP stands in for a lost RTU. Every MAD must name both
+// comm IDs of a connection and come from its peer's address (others:
+// CMDropped). A REQ or REP from a QP number still connected here under another
+// comm ID is stale (IBTA Vol.1 ch. 12; Linux cm.c cm_insert_remote_qpn): it is rejected with reason 10 and the
+// old connection ends with [ErrStaleConn]; a REJ with reason 10 makes Dial
+// fail with an error that is [ErrStaleConn] (connect again with a new QP).
+// QP numbers (rnic), comm IDs and starting PSNs are random per process, so a
+// restarted process does not meet its predecessor's stale entries.
 //
-// ibv_rc_pingpong's out-of-band address exchange is [PingpongDest].
+// A connection's end is reported by [Conn.Err] and in the QP's
+// EventDisconnected: [ErrPeerDisconnected], [ErrRetryExceeded], a
+// [*NAKError], [ErrCMTimeout], [ErrFirstMessageTimeout], a [*RejectError], a
+// link error. Errors wrap their causes: errors.Is reaches syscall errors from
+// [ListenUDP], [ErrRejected] from a *RejectError and context errors from Dial.
+//
+// # Limits and timeouts
+//
+// Every zero field of [Config] and [CMConfig] is the default below; the
+// explicit values [ACKTimeoutInfinite], [NoRetry], [RNRTimerLongest],
+// [Unlimited], [NoTimeout] and [CMNoRetry] turn a limit or timer off.
+//
+//	name                          default                what happens
+//	Config.Timeout                14: 4.096 µs×2^14      an unacknowledged request is retransmitted
+//	                              ≈ 67 ms                (go-back-N from the oldest PSN)
+//	Config.RetryCnt               7                      after 1+RetryCnt timeouts or sequence NAKs without
+//	                                                     progress the WQE completes RetryExcErr, QP → Error
+//	Config.RNRRetry               7 (infinite)           RNR NAKs retried; then RNRRetryExcErr, QP → Error
+//	Config.MinRNRTimer            12 (0.64 ms)           the wait our RNR NAKs ask of the peer
+//	Config.MaxRdAtomic (ORD)      16                     more outstanding READs/atomics wait
+//	Config.MaxDestRd (IRD)        16                     one more inbound READ/atomic in progress: NAK invalid
+//	                                                     request, QP → Error; also the READ/atomic history
+//	                                                     that duplicates are checked against
+//	Config.Window                 128 PSNs               the requester waits for ACKs
+//	Config.AckEvery               64 packets             AckReq set at least this often
+//	Config.KeepAlive              15 s                   an RC connection that carried nothing that long is
+//	                                                     probed (a zero-length WRITE, checked every quarter
+//	                                                     interval); a dead peer exhausts the retries; probes
+//	                                                     and their ACKs are not "use" for FirstMessageTimeout
+//	Config.MaxPendingRequests     1024 per endpoint      REQ refused: REJ no resources (CMRejectedLimit)
+//	Config.MaxPassiveConns        4096 per endpoint      REQ refused: REJ no resources (CMRejectedLimit)
+//	Config.StrictICRC             off                    on: IPv4 ICRCs must verify with IP ID 0 (no solving;
+//	                                                     softrnic-only peers without GSO)
+//	CMConfig.ResponseTimeout      20: ≈ 4.3 s            a REQ, REP or DREQ is resent
+//	CMConfig.MaxRetries           15                     REQ: Dial fails ErrCMTimeout; REP: REJ timeout, the
+//	                                                     connection ends ErrCMTimeout; DREQ: Timewait
+//	CMConfig.Backlog              128 per listener       REQ refused: REJ no resources (CMRejectedLimit)
+//	CMConfig.MaxConns             1024 per listener      REQ refused as above; Accept returns ErrLimit
+//	CMConfig.AcceptTimeout        60 s                   an unanswered request is rejected (REJ timeout,
+//	                                                     AcceptTimeouts); Accept then fails with ErrCMTimeout
+//	CMConfig.FirstMessageTimeout  60 s                   an accepted connection with no packet received or
+//	                                                     sent ends (DREQ, ErrFirstMessageTimeout,
+//	                                                     FirstMessageTimeouts)
+//	MRA service timeout           2^24×4.096 µs ≈ 69 s   announced while the application decides (fixed)
+//	Timewait                      2 × the longer of our  duplicates answered from the last MAD; then the
+//	                              and the peer's CM      connection is forgotten; at most 4096 per endpoint
+//	                              response timeouts      (the oldest forgotten early)
+//	READ response queue           4×MaxDestRd+64 per QP  full: a new READ is dropped (the requester retries)
+//	receive back-off              1 ms doubling to 1 s   temporary Link.Recv errors (RecvErrors, logged once
+//	                                                     per episode); a permanent one stops the endpoint:
+//	                                                     its QPs end with it, Endpoint.Err reports it
+//
+// A peer that dies is noticed by retry exhaustion: within (1+RetryCnt) × the
+// ACK timeout (≈ 0.54 s by default) when requests are outstanding, 1 to 1¼
+// KeepAlive later (15–19 s + 0.54 s by default) when the connection was idle;
+// with ACKTimeoutInfinite or NoTimeout keepalive, never. The QP then moves to
+// Error with ErrRetryExceeded and its work is flushed.
+//
+// Counters (Endpoint fields, atomic): RxDropped, ICRCErrors, ICRCIDSolved,
+// RxWrongSource, RecvErrors, SendErrors, CMDropped, CMRejectedLimit, CMStale,
+// AcceptTimeouts, FirstMessageTimeouts, DupReadsDropped; per QP and device the
+// rnic counters (retransmits, NAKs, bytes, packets).
+//
+
 package rocev2

@@ -2,81 +2,24 @@ package rocev2
 
 import (
 	"errors"
+	"log/slog"
 	"net/netip"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/softrnic/softrnic/rnic"
 	"github.com/softrnic/softrnic/roce"
 )
 
-// Config are the transport defaults of an Endpoint (the verbs QP attributes of
-// ibv_modify_qp that a ConnAttr does not override).
-type Config struct {
-	MTU         roce.MTU      // path MTU (default MTU1024, what a 1500-byte Ethernet gives)
-	Timeout     uint8         // local ACK timeout exponent: 4.096 µs × 2^Timeout (default 14 ≈ 67 ms; 0 = infinite)
-	RetryCnt    uint8         // transport retries (default 7)
-	RNRRetry    uint8         // RNR retries (default 7 = infinite)
-	MinRNRTimer roce.RNRTimer // RNR NAK timer sent by this responder (default 12 = 0.64 ms)
-	MaxRdAtomic int           // outstanding Reads/atomics as requester (ORD, default 16)
-	MaxDestRd   int           // inbound Reads/atomics as responder (IRD, default 16)
-	Window      int           // unacknowledged request packets in flight (default 128, rxe's RXE_MAX_UNACKED_PSNS)
-	AckEvery    int           // set AckReq at least every this many packets (default 64)
-	PKey        uint16        // default 0xFFFF
-	// PeerPort is the UDP port of peers' RoCE links (4791 for kernel peers,
-	// which send from per-flow source ports but listen on 4791). 0 means:
-	// reply to the source port of a request, and dial the endpoint's own port.
-	PeerPort uint16
-	// StrictICRC requires IPv4 ICRCs to verify exactly with IP ID 0 (what
-	// softrnic sends without GSO). By default a UDP-socket receiver, which
-	// cannot see the sender's IP ID, verifies an IPv4 ICRC exactly when it
-	// matches with ID 0 and otherwise solves for the ID
-	// (roce.SolveICRCIPv4ID): the packet is accepted, and counted in
-	// ICRCIDSolved, iff some ID makes it consistent, a 16-bit check (a random
-	// corruption passes with probability 2^-16; every single-bit error is
-	// caught). Rxe sends non-zero IDs, so keep this off for kernel peers.
-	// IPv6 ICRCs and in-memory links are always verified exactly.
-	StrictICRC bool
-}
-
-func (c *Config) norm() Config {
-	n := Config{Timeout: 14, RetryCnt: 7, RNRRetry: 7, MinRNRTimer: 12}
-	if c != nil {
-		n = *c
-	}
-	if !n.MTU.Valid() {
-		n.MTU = roce.MTU1024
-	}
-	if n.MaxRdAtomic <= 0 {
-		n.MaxRdAtomic = 16
-	}
-	if n.MaxDestRd <= 0 {
-		n.MaxDestRd = 16
-	}
-	if n.Window <= 0 {
-		n.Window = 128
-	}
-	if n.AckEvery <= 0 {
-		n.AckEvery = 64
-	}
-	if n.PKey == 0 {
-		n.PKey = 0xFFFF
-	}
-	return n
-}
-
-// DefaultConfig returns the defaults (rc_pingpong's QP attributes: timeout 14,
-// retry_cnt 7, rnr_retry 7, min_rnr_timer 12).
-func DefaultConfig() *Config { c := (*Config)(nil).norm(); return &c }
-
 // Endpoint is a RoCEv2 port: one Link shared by the QPs of a device. Its
 // receive goroutine demultiplexes packets by destination QP number and runs
 // the responder and completer of the target QP inline.
 type Endpoint struct {
-	dev  *rnic.Device
-	link Link
-	cfg  Config
+	dev    *rnic.Device
+	link   Link
+	cfg    Config
+	params qpParams // cfg in wire terms
+	log    *slog.Logger
 
 	mu    sync.RWMutex
 	conns map[uint32]*Conn
@@ -84,25 +27,63 @@ type Endpoint struct {
 	gsi   func(p *roce.Packet, from netip.AddrPort)
 	cma   *cmAgent
 
-	closed atomic.Bool
-	wg     sync.WaitGroup
+	txPool sync.Pool // *txBatch for the connections' goroutines
 
-	// Counters. ICRCErrors counts packets dropped for their ICRC (silently,
-	// as rxe does: no NAK); ICRCIDSolved counts IPv4 packets accepted because
-	// their ICRC verifies with a non-zero IP ID (see Config.StrictICRC).
+	closed  atomic.Bool
+	quit    chan struct{} // closed by Close: ends the receive back-off
+	wg      sync.WaitGroup
+	linkErr atomic.Pointer[error] // the receive error that stopped the endpoint
+	sendBad atomic.Bool           // link sends are failing (logged once per episode)
+
+	// Counters. RxDropped counts packets that reach no QP (unknown or
+	// reserved QPN, bad header, wrong service or P_Key); ICRCErrors packets
+	// dropped for their ICRC (silently, as rxe does: no NAK); ICRCIDSolved
+	// IPv4 packets accepted because their ICRC verifies with a non-zero IP ID
+	// (see Config.StrictICRC).
 	RxDropped, ICRCErrors, ICRCIDSolved atomic.Uint64
+	// RxWrongSource counts RC/UC packets dropped because they came from an
+	// address other than their QP's peer (IBTA §9.6 header validation, as
+	// rxe_recv.c check_addr: a connected QP takes packets from its path only).
+	RxWrongSource atomic.Uint64
+	// RecvErrors and SendErrors count errors of the link's Recv and Send.
+	RecvErrors, SendErrors atomic.Uint64
+	// CMDropped counts CM MADs dropped because their comm IDs or source
+	// address match no connection (IBTA Vol.1 ch. 12: a MAD names both comm IDs; Linux cm_acquire_id).
+	CMDropped atomic.Uint64
+	// CMRejectedLimit counts REQs refused with REJ "no resources" by a limit
+	// (listener backlog or connections, Config.MaxPendingRequests,
+	// Config.MaxPassiveConns); CMStale REQs or REPs refused with REJ
+	// "stale connection" because the peer's QPN is still connected here.
+	CMRejectedLimit, CMStale atomic.Uint64
+	// AcceptTimeouts counts requests the application did not answer within
+	// CMConfig.AcceptTimeout (rejected); FirstMessageTimeouts accepted
+	// connections that carried no packet within CMConfig.FirstMessageTimeout
+	// (disconnected).
+	AcceptTimeouts, FirstMessageTimeouts atomic.Uint64
+	// DupReadsDropped counts "duplicate" RDMA READ requests that match no READ
+	// received in their PSN range (dropped, not executed).
+	DupReadsDropped atomic.Uint64
 }
 
 // ErrEndpointClosed is returned after Close.
 var ErrEndpointClosed = errors.New("rocev2: endpoint closed")
 
-// NewEndpoint starts a RoCEv2 endpoint for dev on link.
+// NewEndpoint starts a RoCEv2 endpoint for dev on link with cfg (nil: the
+// defaults, as the zero Config).
 func NewEndpoint(dev *rnic.Device, link Link, cfg *Config) *Endpoint {
-	e := &Endpoint{dev: dev, link: link, cfg: cfg.norm(), conns: make(map[uint32]*Conn), ud: make(map[uint32]*UDQP)}
-	if e.cfg.PeerPort == 0 && link.LocalAddr().Port() == roce.UDPPort {
-		e.cfg.PeerPort = roce.UDPPort // a standard deployment: peers listen on 4791
+	e := &Endpoint{dev: dev, link: link, cfg: cfg.norm(), conns: make(map[uint32]*Conn), ud: make(map[uint32]*UDQP),
+		quit: make(chan struct{})}
+	e.params = e.cfg.params()
+	e.log = e.cfg.Logger
+	bs := link.BatchSize()
+	e.txPool.New = func() any {
+		b := &txBatch{b: make([][]byte, bs)}
+		for i := range b.b {
+			b.b[i] = make([]byte, 0, MaxPacket)
+		}
+		return b
 	}
-	e.cm(nil)
+	e.cm()
 	e.wg.Add(1)
 	go e.recvLoop()
 	return e
@@ -114,7 +95,8 @@ func (e *Endpoint) Device() *rnic.Device { return e.dev }
 // Link returns the endpoint's link.
 func (e *Endpoint) Link() Link { return e.link }
 
-// Config returns the endpoint configuration with defaults applied.
+// Config returns the endpoint configuration with defaults applied (passing it to
+// NewEndpoint again gives the same configuration).
 func (e *Endpoint) Config() Config { return e.cfg }
 
 // LocalAddr returns the link's local address.
@@ -125,6 +107,7 @@ func (e *Endpoint) Close() error {
 	if e.closed.Swap(true) {
 		return nil
 	}
+	close(e.quit)
 	e.mu.RLock()
 	cs := make([]*Conn, 0, len(e.conns))
 	for _, c := range e.conns {
@@ -149,20 +132,7 @@ func (e *Endpoint) Close() error {
 	a := e.cma
 	e.mu.RUnlock()
 	if a != nil {
-		a.mu.Lock()
-		pend := make([]*cmConn, 0, len(a.byLocal))
-		for _, c := range a.byLocal {
-			pend = append(pend, c)
-		}
-		a.mu.Unlock()
-		for _, c := range pend {
-			c.mu.Lock()
-			if c.timer != nil {
-				c.timer.Stop()
-			}
-			c.state = cmClosed
-			c.mu.Unlock()
-		}
+		a.close()
 	}
 	err := e.link.Close()
 	e.wg.Wait()
@@ -219,55 +189,6 @@ func (r *rxCtx) alloc(dst netip.AddrPort) *ctlPkt {
 	return p
 }
 
-func (e *Endpoint) flushCtl(r *rxCtx) {
-	i := 0
-	for i < r.nctl {
-		j := i
-		r.bufs = r.bufs[:0]
-		for j < r.nctl && r.ctl[j].dst == r.ctl[i].dst {
-			r.bufs = append(r.bufs, r.ctl[j].buf[:r.ctl[j].n])
-			j++
-		}
-		_ = e.link.Send(r.bufs, r.ctl[i].dst)
-		i = j
-	}
-	r.nctl = 0
-}
-
-func (e *Endpoint) recvLoop() {
-	defer e.wg.Done()
-	bs := e.link.BatchSize()
-	bufs := make([][]byte, bs)
-	for i := range bufs {
-		bufs[i] = make([]byte, MaxPacket)
-	}
-	sizes := make([]int, bs)
-	from := make([]netip.AddrPort, bs)
-	r := &rxCtx{ctl: make([]ctlPkt, 2*bs+8), bufs: make([][]byte, 0, 2*bs+8), touched: make([]*Conn, 0, bs)}
-	local := e.link.LocalAddr()
-	for {
-		n, err := e.link.Recv(bufs, sizes, from)
-		if err != nil {
-			if errors.Is(err, ErrLinkClosed) || e.closed.Load() {
-				return
-			}
-			time.Sleep(time.Millisecond)
-			continue
-		}
-		for i := range n {
-			e.input(r, bufs[i][:sizes[i]], from[i], local)
-		}
-		for _, c := range r.touched {
-			c.mu.Lock()
-			c.flushAck(r)
-			c.inBatch = false
-			c.mu.Unlock()
-		}
-		r.touched = r.touched[:0]
-		e.flushCtl(r)
-	}
-}
-
 func (e *Endpoint) input(r *rxCtx, b []byte, from, local netip.AddrPort) {
 	p, err := roce.ParsePacket(b)
 	if err != nil {
@@ -308,6 +229,10 @@ func (e *Endpoint) input(r *rxCtx, b []byte, from, local netip.AddrPort) {
 	c := e.lookup(qpn)
 	if c == nil {
 		e.RxDropped.Add(1)
+		return
+	}
+	if !e.fromPeer(from, c.remote) {
+		e.RxWrongSource.Add(1)
 		return
 	}
 	c.mu.Lock()

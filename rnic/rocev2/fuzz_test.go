@@ -3,6 +3,7 @@ package rocev2
 import (
 	"net/netip"
 	"testing"
+	"time"
 
 	"github.com/softrnic/softrnic/rnic"
 	"github.com/softrnic/softrnic/roce"
@@ -20,7 +21,21 @@ func FuzzInput(f *testing.F) {
 		b = append(b, 1, 2, 3, 4, 5, 6, 7, 8)
 		f.Add(append(b, 0, 0, 0, 0))
 	}
+	// CM MADs to QP1 (the server listens on 7174, so REQs reach the passive side).
+	for _, m := range []roce.CMMessage{rogueREQ(cliAddr.Addr(), srvAddr.Addr(), 7174, 77, 5),
+		&roce.DREQ{LocalCommID: 1, RemoteCommID: 2}, &roce.REJ{RemoteCommID: 3, Reason: roce.RejStaleConn},
+		&roce.MRA{LocalCommID: 4, ServiceTimeout: 31}, &roce.RTU{}, &roce.REP{}, &roce.DREP{}} {
+		mad := roce.AppendCMMAD(nil, 9, m)
+		h := roce.Header{Opcode: roce.UDSendOnly, DestQP: 1, QKey: roce.GSIQKey, SrcQP: 1}
+		b := append(h.Append(nil, len(mad)), mad...)
+		f.Add(append(b, 0, 0, 0, 0))
+	}
 	cli, srv := newPair(f, nil)
+	l, err := Listen(srv.ep, ":7174", &CMConfig{AcceptTimeout: 50 * time.Millisecond, ResponseTimeout: 8})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Cleanup(func() { l.Close() })
 	rmr, _ := srv.reg(f, 1<<16, allAccess)
 	for i := range 8 {
 		_ = srv.qp.PostRecv(&rnic.RecvWR{WRID: uint64(i), SGL: []rnic.SGE{rmr.SGE(0, 1<<16)}})

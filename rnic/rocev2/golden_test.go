@@ -82,7 +82,7 @@ func TestGoldenRxePingpong(t *testing.T) {
 	n := NewMemNet()
 	srvL, _ := n.NewLink(pkts[0].to, Faults{})
 	peer, _ := n.NewLink(netip.AddrPortFrom(pkts[0].from.Addr(), roce.UDPPort), Faults{})
-	dev, _ := rnic.Open(rnic.Config{})
+	dev, _ := rnic.Open(rnic.Config{StartQPN: 0x11}) // the capture's destination QP
 	defer dev.Close()
 	// Wrapped so the endpoint treats it as a UDP socket (IPv4 ICRC solved for the IP ID).
 	ep := NewEndpoint(dev, socketLike{srvL}, nil)
@@ -200,8 +200,13 @@ func TestGoldenRxeCMREQ(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := req.REQ()
-	if m.ServiceID != 0x0000000001061c06 || req.RemoteAddr().Addr() != pkts[0].from.Addr() ||
-		req.LocalAddr().Addr() != pkts[0].to.Addr() || m.TransportType != roce.CMTransportRC {
+	// rxe sent the REQ from an entropy source port (0xC000-0xFFFF): it listens on 4791.
+	if !roce.IsEntropyPort(pkts[0].from.Port()) {
+		t.Fatalf("capture's REQ source port %d", pkts[0].from.Port())
+	}
+	if m.ServiceID != 0x0000000001061c06 || req.RemoteAddr().IP != pkts[0].from.Addr() ||
+		req.RemoteAddr().UDPPort != roce.UDPPort ||
+		req.LocalAddr().IP != pkts[0].to.Addr() || m.TransportType != roce.CMTransportRC {
 		t.Fatalf("REQ %+v from %v to %v", m, req.RemoteAddr(), req.LocalAddr())
 	}
 	// A retransmitted REQ while the application decides: MRA.

@@ -30,6 +30,9 @@ type pairOpts struct {
 	cap       rnic.QPCap
 	mtu       roce.MTU
 	noConnect bool
+	cliWrap   func(Link) Link // wraps the client's link (fault injection by packet type)
+	srvWrap   func(Link) Link
+	cm        *CMConfig // cmPair: the listener's and the dialer's CM settings (default testCM)
 }
 
 var (
@@ -69,7 +72,14 @@ func newSide(t testing.TB, n *MemNet, addr netip.AddrPort, f Faults, o *pairOpts
 	if cfg == nil {
 		cfg = testConfig()
 	}
-	s.ep = NewEndpoint(d, s.link, cfg)
+	var l Link = s.link
+	if w := o.cliWrap; w != nil && addr == cliAddr {
+		l = w(l)
+	}
+	if w := o.srvWrap; w != nil && addr == srvAddr {
+		l = w(l)
+	}
+	s.ep = NewEndpoint(d, l, cfg)
 	return s
 }
 

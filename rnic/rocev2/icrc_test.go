@@ -28,7 +28,7 @@ func TestICRCCorruptRxeDropped(t *testing.T) {
 	n := NewMemNet()
 	srvL, _ := n.NewLink(orig.to, Faults{})
 	peer, _ := n.NewLink(netip.AddrPortFrom(orig.from.Addr(), roce.UDPPort), Faults{})
-	dev, _ := rnic.Open(rnic.Config{})
+	dev, _ := rnic.Open(rnic.Config{StartQPN: 0x11}) // the capture's destination QP
 	defer dev.Close()
 	ep := NewEndpoint(dev, socketLike{srvL}, nil)
 	defer ep.Close()

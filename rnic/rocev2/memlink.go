@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"net/netip"
 	"sync"
+
+	"github.com/softrnic/softrnic/roce"
 )
 
 // Faults are the fault-injection rates of a MemLink, each the probability
@@ -70,8 +72,12 @@ const memQueue = 2048
 // ErrAddrInUse is returned by MemNet.NewLink for a taken address.
 var ErrAddrInUse = errors.New("rocev2: address in use")
 
-// NewLink attaches a link with address addr and the given send-side faults.
+// NewLink attaches a link with address addr and the given send-side faults. Like
+// ListenUDP it refuses UDP ports 0xC000-0xFFFF (ErrEntropyPort).
 func (n *MemNet) NewLink(addr netip.AddrPort, f Faults) (*MemLink, error) {
+	if addr.Port() >= roce.EntropyPortMin {
+		return nil, ErrEntropyPort
+	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if _, ok := n.links[addr]; ok {

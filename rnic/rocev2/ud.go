@@ -2,6 +2,7 @@ package rocev2
 
 import (
 	"errors"
+	"fmt"
 	"net/netip"
 	"sync"
 	"sync/atomic"
@@ -66,7 +67,7 @@ func (e *Endpoint) CreateUD(qp *rnic.QP, qkey uint32) (*UDQP, error) {
 	if qp.Num() < rnic.FirstQPN {
 		return nil, ErrQPNumReserved
 	}
-	u := &UDQP{e: e, qkey: qkey, mtu: e.cfg.MTU.Bytes(), ahs: make([]AH, qp.Attr().Cap.MaxSendWR),
+	u := &UDQP{e: e, qkey: qkey, mtu: e.params.MTU.Bytes(), ahs: make([]AH, qp.Attr().Cap.MaxSendWR),
 		kick: make(chan struct{}, 1), done: make(chan struct{})}
 	u.txb = make([][]byte, 1)
 	u.txb[0] = make([]byte, 0, MaxPacket)
@@ -76,6 +77,13 @@ func (e *Endpoint) CreateUD(qp *rnic.QP, qkey uint32) (*UDQP, error) {
 	}
 	u.qp = tq
 	e.mu.Lock()
+	if err := e.Err(); err != nil {
+		e.mu.Unlock()
+		u.Disconnect(false)
+		go u.run()
+		<-u.done
+		return nil, fmt.Errorf("rocev2: endpoint stopped: %w", err)
+	}
 	e.ud[qp.Num()] = u
 	e.mu.Unlock()
 	go u.run()
@@ -162,7 +170,7 @@ func (u *UDQP) run() {
 			h.Opcode = roce.UDSendOnlyImm
 			h.Imm = w.Imm
 		}
-		h.PKey, h.DestQP, h.PSN = u.e.cfg.PKey, ah.QPN, u.psn
+		h.PKey, h.DestQP, h.PSN = u.e.params.PKey, ah.QPN, u.psn
 		h.SE = w.Flags&rnic.Solicited != 0
 		// IBTA §10.2.4: a Q_Key with the high bit set means "use the QP's own".
 		h.QKey, h.SrcQP = ah.QKey, u.qp.QP().Num()
@@ -175,7 +183,7 @@ func (u *UDQP) run() {
 		b = gather(b, w.Segs, 0, n)
 		b = finish(b, n, u.e.link.LocalAddr(), ah.Addr)
 		u.txb[0] = b
-		_ = u.e.link.Send(u.txb, ah.Addr)
+		u.e.send(u.txb, ah.Addr)
 		u.qp.CountTx(n, 1)
 		u.qp.CompleteSend(w, rnic.StatusSuccess)
 	}

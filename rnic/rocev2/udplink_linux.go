@@ -5,8 +5,10 @@ package rocev2
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"net"
 	"net/netip"
+	"os"
 	"sync"
 	"syscall"
 	"unsafe"
@@ -59,6 +61,7 @@ type UDPLink struct {
 	// preallocated syscall closures (a closure passed to RawConn escapes)
 	sendFn, recvFn func(fd uintptr) bool
 	sHdr           []unix.Mmsghdr
+	sErr           syscall.Errno // first datagram the kernel refused in a sendmmsg
 	rN, rGot       int
 }
 
@@ -70,9 +73,11 @@ const udpSegment = 103 // UDP_SEGMENT
 const udpGRO = 104     // UDP_GRO
 const groBufLen = 65536
 
-// ListenUDP opens a UDP link on addr (port 0 picks one; use port 4791 to
-// talk to kernel RoCEv2 peers). The address should be a specific IP: the
-// ICRC covers it. Outgoing packets have DF set and, on an unconnected IPv4
+// ListenUDP opens a UDP link on addr: port 4791 (roce.UDPPort) for a standard
+// deployment, another port below 0xC000 to share the IP with other endpoints (peers
+// reach it through an Addr with that UDPPort), or 0 for a free port below 0xC000.
+// Ports 0xC000-0xFFFF are refused (ErrEntropyPort). The address must be a specific
+// IP: the ICRC covers it. Errors wrap the cause (errors.Is(err, syscall.EADDRINUSE)). Outgoing packets have DF set and, on an unconnected IPv4
 // socket, IP ID 0 (Linux ip_select_ident), which is what the ICRC assumes.
 func ListenUDP(addr netip.AddrPort, o *UDPOptions) (*UDPLink, error) {
 	if !addr.Addr().IsValid() || addr.Addr().IsUnspecified() {
@@ -89,14 +94,14 @@ func ListenUDP(addr netip.AddrPort, o *UDPOptions) (*UDPLink, error) {
 	if addr.Addr().Is6() && !addr.Addr().Is4In6() {
 		network = "udp6"
 	}
-	conn, err := net.ListenUDP(network, net.UDPAddrFromAddrPort(addr))
+	conn, err := listenUDP(network, addr)
 	if err != nil {
 		return nil, err
 	}
 	rc, err := conn.SyscallConn()
 	if err != nil {
 		conn.Close()
-		return nil, err
+		return nil, fmt.Errorf("rocev2: UDP socket: %w", err)
 	}
 	l := &UDPLink{conn: conn, rc: rc, batch: opt.Batch}
 	l.local = conn.LocalAddr().(*net.UDPAddr).AddrPort()
@@ -169,6 +174,7 @@ func (l *UDPLink) Send(bufs [][]byte, dst netip.AddrPort) error {
 	l.smu.Lock()
 	defer l.smu.Unlock()
 	nl := l.putName(dst)
+	var sendErr error
 	for len(bufs) > 0 {
 		nh, ni, nc := 0, 0, 0
 		i := 0
@@ -214,11 +220,16 @@ func (l *UDPLink) Send(bufs [][]byte, dst netip.AddrPort) error {
 			i = j
 		}
 		if err := l.sendmmsg(nh); err != nil {
-			return err
+			if errors.Is(err, ErrLinkClosed) {
+				return err
+			}
+			if sendErr == nil {
+				sendErr = err
+			}
 		}
 		bufs = bufs[i:]
 	}
-	return nil
+	return sendErr
 }
 
 func (l *UDPLink) doSend(fd uintptr) bool {
@@ -231,7 +242,11 @@ func (l *UDPLink) doSend(fd uintptr) bool {
 			continue
 		}
 		if e != 0 {
-			// A datagram the kernel refuses (e.g. EMSGSIZE) is skipped, like a lost packet.
+			// A datagram the kernel refuses (e.g. EMSGSIZE, EHOSTUNREACH) is
+			// skipped, like a lost packet; Send reports the first refusal.
+			if l.sErr == 0 {
+				l.sErr = e
+			}
 			l.sHdr = l.sHdr[1:]
 			continue
 		}
@@ -242,12 +257,16 @@ func (l *UDPLink) doSend(fd uintptr) bool {
 
 func (l *UDPLink) sendmmsg(n int) error {
 	l.sHdr = l.shdr[:n]
+	l.sErr = 0
 	err := l.rc.Write(l.sendFn)
 	if err != nil {
 		if errors.Is(err, net.ErrClosed) {
 			return ErrLinkClosed
 		}
-		return err
+		return fmt.Errorf("rocev2: sendmmsg: %w", err)
+	}
+	if l.sErr != 0 {
+		return fmt.Errorf("rocev2: sendmmsg: %w", os.NewSyscallError("sendmmsg", l.sErr))
 	}
 	return nil
 }

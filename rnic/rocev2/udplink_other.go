@@ -24,12 +24,12 @@ type UDPLink struct {
 	local netip.AddrPort
 }
 
-// ListenUDP opens a UDP link on addr.
+// ListenUDP opens a UDP link on addr (see the Linux version for the port rules).
 func ListenUDP(addr netip.AddrPort, o *UDPOptions) (*UDPLink, error) {
 	if !addr.Addr().IsValid() || addr.Addr().IsUnspecified() {
 		return nil, ErrUnspecifiedAddr
 	}
-	conn, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(addr))
+	conn, err := listenUDP("udp", addr)
 	if err != nil {
 		return nil, err
 	}
@@ -54,12 +54,17 @@ func (l *UDPLink) Close() error { return l.conn.Close() }
 
 // Send implements Link.
 func (l *UDPLink) Send(bufs [][]byte, dst netip.AddrPort) error {
+	var first error
 	for _, b := range bufs {
-		if _, err := l.conn.WriteToUDPAddrPort(b, dst); errors.Is(err, net.ErrClosed) {
+		_, err := l.conn.WriteToUDPAddrPort(b, dst)
+		if errors.Is(err, net.ErrClosed) {
 			return ErrLinkClosed
 		}
+		if err != nil && first == nil {
+			first = err // the datagram is lost; the rest still go
+		}
 	}
-	return nil
+	return first
 }
 
 // Recv implements Link.

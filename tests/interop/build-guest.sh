@@ -8,7 +8,10 @@
 # Output (cached, rebuilt when this script, guest/init or the kernel version changes):
 #   $CACHE/guest/vmlinuz  $CACHE/guest/initrd.img  $CACHE/guest/kernel-release
 # Usage: build-guest.sh [--print-dir]   (SOFTRNIC_INTEROP_CACHE overrides the cache directory;
-# SOFTRNIC_GUEST_KPKG pins the kernel, e.g. linux-image-6.1.0-56-amd64)
+# SOFTRNIC_GUEST_KPKG pins the kernel, e.g. linux-image-6.1.0-56-amd64 or, from bookworm's
+# 6.12 kernels, linux-image-6.12.117+deb12-amd64: give each kernel its own cache directory)
+# Builds into one cache directory are serialized with flock on $CACHE/.build-guest.lock:
+# two at once would clobber each other's work directory and outputs.
 set -euo pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -19,8 +22,8 @@ log() { echo "build-guest: $*" >&2; }
 die() { echo "build-guest: FATAL: $*" >&2; exit 1; }
 
 # Host tools we need; installed with apt-get when missing (CI runs as root on a fresh machine).
-host_pkgs=(qemu-system-x86 qemu-utils iproute2 cpio kmod make gcc-12 libc6-dev binutils xz-utils gzip)
-host_cmds=(qemu-system-x86_64 ip cpio depmod modinfo make gcc-12 readelf xz gzip dpkg-deb)
+host_pkgs=(qemu-system-x86 qemu-utils iproute2 cpio kmod make gcc-12 libc6-dev binutils xz-utils gzip util-linux)
+host_cmds=(qemu-system-x86_64 ip cpio depmod modinfo make gcc-12 readelf xz gzip dpkg-deb flock)
 ensure_host_tools() {
 	local missing=0 c
 	for c in "${host_cmds[@]}"; do command -v "$c" >/dev/null 2>&1 || missing=1; done
@@ -39,15 +42,20 @@ ensure_host_tools() {
 # Guest userspace packages (bookworm). Their shared-library closure is checked below.
 guest_pkgs=(busybox-static dash iproute2 ibverbs-utils rdmacm-utils perftest ibverbs-providers
 	libibverbs1 librdmacm1 libibumad3 libc6 libnl-3-200 libnl-route-3-200 libbpf1 libbsd0 libcap2
-	libelf1 libmnl0 libpci3 libmd0 zlib1g libudev1 libzstd1 liblzma5 libgcc-s1)
+	libelf1 libmnl0 libpci3 libmd0 zlib1g libudev1 libzstd1 liblzma5 libgcc-s1 libxtables12
+	dapl2-utils libdapl2)
+# (dapl2-utils, libdapl2: OFA DAPL's dtest and its libdat2 + cma provider libdaplofa, for the
+# uDAPL interop tests; the tests write their own dat.conf and point DAT_OVERRIDE at it.)
 # (libgcc-s1: glibc dlopens libgcc_s for pthread_exit/cancellation, which rping uses.)
 # Binaries kept in the guest (everything else from those packages is dropped).
 guest_bins=(rping ucmatose udaddy rdma_server rdma_client ibv_devices ibv_devinfo ibv_asyncwatch ibv_rc_pingpong
 	ibv_ud_pingpong ibv_srq_pingpong ib_send_bw ib_send_lat ib_write_bw ib_write_lat ib_read_bw
-	ib_read_lat ip rdma dash busybox)
+	ib_read_lat dtest ip rdma tc dash busybox)
 # Kernel modules loaded in the guest (dependencies follow from modules.dep).
 guest_mods=(virtio_pci virtio_net virtio_console configfs crc32c_generic libcrc32c crc32_generic crc32_pclmul crc32c_intel ib_core
-	ib_uverbs ib_umad ib_cm iw_cm rdma_cm rdma_ucm rdma_rxe udp_tunnel ip6_udp_tunnel)
+	ib_uverbs ib_umad ib_cm iw_cm rdma_cm rdma_ucm rdma_rxe udp_tunnel ip6_udp_tunnel sch_netem sch_prio cls_u32)
+# (tc with libxtables12, sch_netem, sch_prio, cls_u32: the impaired-link tests put netem on the
+# guest's NICs.)
 
 ensure_host_tools
 
@@ -63,6 +71,15 @@ krel=${kpkg#linux-image-}                       # e.g. 6.1.0-56-amd64
 kver=$(apt-cache show "$kpkg" | awk '/^Version:/{print $2; exit}') # e.g. 6.1.192-2
 [ -n "$kver" ] || die "no version for $kpkg"
 kcommon=linux-headers-${krel%-amd64}-common
+kmm=$(echo "$krel" | cut -d. -f1,2)             # 6.1 or 6.12: names the source package
+# linux-kbuild-6.1 serves every 6.1 ABI; the 6.12 kernels have linux-kbuild-6.12.N+deb12.
+kbuild=linux-kbuild-${krel%-amd64}
+apt-cache show "$kbuild" >/dev/null 2>&1 || kbuild=linux-kbuild-$kmm
+ksrc=linux-source-$kmm
+
+mkdir -p "$CACHE"
+exec 9>"$CACHE/.build-guest.lock"
+flock -w 1800 9 || die "another build-guest.sh has held $CACHE/.build-guest.lock for 30 minutes"
 
 key=$( { cat "$0" "$HERE/guest/init"; echo "$kpkg $kver"; } | sha256sum | cut -d' ' -f1)
 if [ -f "$OUT/stamp" ] && [ "$(cat "$OUT/stamp")" = "$key" ] && [ -f "$OUT/initrd.img" ]; then
@@ -94,7 +111,7 @@ deb() { # deb name: path of the newest downloaded .deb of that package
 	[ -n "$f" ] || die "no .deb for $1"
 	echo "$f"
 }
-dl "$kpkg=$kver" "linux-headers-$krel=$kver" "$kcommon=$kver" "linux-kbuild-6.1=$kver" "linux-source-6.1=$kver"
+dl "$kpkg=$kver" "linux-headers-$krel=$kver" "$kcommon=$kver" "$kbuild=$kver" "$ksrc=$kver"
 dl "${guest_pkgs[@]}"
 
 WORK=$CACHE/work
@@ -104,19 +121,19 @@ mkdir -p "$WORK"
 # --- kernel and siw -------------------------------------------------------------------------
 log "extracting kernel"
 dpkg -x "$(ls -1 "$DEBS/${kpkg}_${kver//+/?}"_*.deb)" "$WORK/img"
-for p in "linux-headers-$krel" "$kcommon" linux-kbuild-6.1; do
+for p in "linux-headers-$krel" "$kcommon" "$kbuild"; do
 	dpkg -x "$(ls -1 "$DEBS/${p}_${kver//+/?}"_*.deb)" "$WORK/kroot"
 done
 hdr=$WORK/kroot/usr/src/linux-headers-$krel
 # The headers Makefile includes the -common tree by absolute path; point it at our copy.
 sed -i "s#^include /usr/src/#include $WORK/kroot/usr/src/#" "$hdr/Makefile"
 
-log "extracting siw source from linux-source-6.1 $kver"
+log "extracting siw source from $ksrc $kver"
 mkdir -p "$WORK/src"
-dpkg-deb --fsys-tarfile "$(ls -1 "$DEBS/linux-source-6.1_${kver//+/?}"_all.deb)" |
-	tar -x -O ./usr/src/linux-source-6.1.tar.xz | xz -dc |
-	tar -x -C "$WORK/src" linux-source-6.1/drivers/infiniband/sw/siw
-siwsrc=$WORK/src/linux-source-6.1/drivers/infiniband/sw/siw
+dpkg-deb --fsys-tarfile "$(ls -1 "$DEBS/${ksrc}_${kver//+/?}"_all.deb)" |
+	tar -x -O "./usr/src/$ksrc.tar.xz" | xz -dc |
+	tar -x -C "$WORK/src" "$ksrc/drivers/infiniband/sw/siw"
+siwsrc=$WORK/src/$ksrc/drivers/infiniband/sw/siw
 log "building siw.ko out of tree"
 timeout 600 make -s -C "$hdr" M="$siwsrc" CONFIG_RDMA_SIW=m CONFIG_DEBUG_INFO_BTF_MODULES= modules >"$WORK/siw-build.log" 2>&1 ||
 	{ tail -30 "$WORK/siw-build.log" >&2; die "siw build failed"; }
@@ -176,10 +193,17 @@ depmod -b "$WORK/img" "$krel"
 RM=$R/lib/modules/$krel
 mkdir -p "$RM/extra"
 cp "$MD/modules.builtin" "$MD/modules.order" "$MD/modules.builtin.modinfo" "$RM/"
+# Debian's 6.12 kernels ship xz-compressed modules (.ko.xz); they are unpacked here, so
+# busybox's modprobe in the guest loads plain .ko files for every kernel.
+kx='\.ko(\.xz)?'
 for m in "${guest_mods[@]}"; do
-	if grep -q "/$m.ko:" "$MD/modules.dep" || grep -q "/${m//_/-}.ko:" "$MD/modules.dep"; then
-		line=$(grep -E "/($m|${m//_/-})\.ko:" "$MD/modules.dep" | head -1)
-		for k in ${line//:/}; do mkdir -p "$RM/$(dirname "$k")"; cp "$MD/$k" "$RM/$k"; done
+	if grep -qE "/($m|${m//_/-})$kx:" "$MD/modules.dep"; then
+		line=$(grep -E "/($m|${m//_/-})$kx:" "$MD/modules.dep" | head -1)
+		for k in ${line//:/}; do
+			mkdir -p "$RM/$(dirname "$k")"
+			cp "$MD/$k" "$RM/$k"
+			case "$k" in *.xz) xz -df "$RM/$k" ;; esac
+		done
 	elif grep -qE "/($m|${m//_/-})\.ko$" "$MD/modules.builtin"; then
 		:
 	else

@@ -73,7 +73,7 @@ func runPairOnce(t testing.TB, test string, roce bool, args []string, tweak func
 	go func() { done <- Run(sctx, so, &sb, nil) }()
 	select {
 	case a := <-addrc:
-		co.Port = a.(*net.TCPAddr).Port
+		co.Port = portOf(t, a)
 	case err := <-done:
 		if errors.Is(err, syscall.EADDRINUSE) {
 			return r, err
@@ -89,6 +89,19 @@ func runPairOnce(t testing.TB, test string, roce bool, args []string, tweak func
 	r.srvErr = <-done
 	r.srvOut, r.cliOut = sb.String(), cb.String()
 	return r, nil
+}
+
+// portOf is the port of a listening address: TCP (iWARP, the exchange without -R) or
+// rocev2.Addr ("ip:port" or "ip:port@udpport").
+func portOf(t testing.TB, a net.Addr) int {
+	t.Helper()
+	hp, _, _ := strings.Cut(a.String(), "@")
+	_, p, err := net.SplitHostPort(hp)
+	n, err2 := strconv.Atoi(p)
+	if err != nil || err2 != nil {
+		t.Fatalf("listening address %v", a)
+	}
+	return n
 }
 
 func (r *pairResult) ok(t *testing.T) {

@@ -75,14 +75,22 @@ func pair(t *testing.T, args ...string) (sout, cout string, serr, cerr error) {
 	return sb.String(), cb.String(), serr, cerr
 }
 
+// freeUDPPort returns a free UDP port below 0xC000: RoCEv2 links may not bind the
+// entropy range (rnic/rocev2.Addr).
 func freeUDPPort(t *testing.T) int {
 	t.Helper()
-	c, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	for range 100 {
+		c, err := net.ListenPacket("udp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		if p := c.LocalAddr().(*net.UDPAddr).Port; p < 0xC000 {
+			return p
+		}
 	}
-	defer c.Close()
-	return c.LocalAddr().(*net.UDPAddr).Port
+	t.Fatal("no UDP port below 0xC000 in 100 tries")
+	return 0
 }
 
 // outputRE matches a run's output: nq local lines, nq remote lines and the two result

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/softrnic/softrnic/rnic/rocev2"
 	"io"
 	"strconv"
 	"time"
@@ -171,7 +172,7 @@ func (s *session) qpError() error {
 			dir = "sent"
 		}
 		return fmt.Errorf("Terminate %s: %v", dir, te.TerminateError)
-	case err == nil, errors.As(err, &llp), errors.Is(err, io.EOF):
+	case err == nil, errors.As(err, &llp), errors.Is(err, io.EOF), errors.Is(err, rocev2.ErrPeerDisconnected):
 		return errDisconnected
 	}
 	return err

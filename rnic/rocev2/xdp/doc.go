@@ -2,34 +2,28 @@
 // (rocev2.Link): the endpoint's packets bypass the kernel UDP stack in both
 // directions.
 //
-// A [Link] binds an AF_XDP socket to one receive queue of a netdev (or one
-// to each queue, [Options].AllQueues). A socket's UMEM (one memory area
-// split into 4096-byte frames, half for reception, half for transmission;
-// Recv and Send copy between them and the transport's buffers) is shared
-// with the kernel
-// through four single-producer/single-consumer rings: the fill ring hands
-// free frames to the kernel for reception, the RX ring returns filled
-// frames, the TX ring carries frames to transmit and the completion ring
-// returns them once sent. Producer and consumer indices live in the shared
-// mappings and are read and written atomically.
-//
-// An XDP program, built in Go with cilium/ebpf's asm package, is attached
-// to the netdev. It redirects UDP packets for the link's IP address and UDP
-// port (4791, the RoCEv2 port, IBTA Annex A17.2) that arrive on any queue
-// to the socket in an XSK map entry for that queue and passes everything
-// else (ARP, neighbour discovery, ICMP, other addresses and ports, IP
-// fragments) to the kernel stack; a packet for a queue without a socket is
-// passed too (the redirect's fallback action).
+// The link sits on an [afxdp.Port] (package link/afxdp: the XDP program,
+// the AF_XDP sockets and UMEMs, the neighbour cache), which it opens itself
+// or shares with other users of the same netdev, such as the userspace TCP
+// stack of link/netstack ([Options].Port). It steers UDP packets for its
+// address and port (4791, the RoCEv2 port, IBTA Annex A17.2) to itself;
+// everything the port does not steer (ARP, neighbour discovery, ICMP, other
+// addresses and ports, IP fragments) passes to the kernel stack. Received
+// frames stay in the UMEM until Recv copies their UDP payload into the
+// transport's buffer (one copy); the link keeps at most the port's
+// KeepLimit frames waiting and drops (and counts) beyond that.
 //
 // Send builds the Ethernet, IP and UDP headers itself the way rxe does
 // (rxe_net.c prepare4: DF set, IP ID 0, UDP checksum 0; over IPv6 the UDP
 // checksum is filled in, RFC 8200 §8.1), so the ICRC the transport
 // computed with IP ID 0 is right on the wire. The link is IPv4 or IPv6 as
-// its local address is. The destination MAC comes from the kernel
-// neighbour table (the route's gateway for off-link peers), cached for 30
-// s; when the peer is unknown a datagram to its discard port (9) is sent
-// through an ordinary UDP socket to make the kernel resolve it, and Send
-// waits up to 3 s (an unresolved peer is then refused for a second).
+// its local address is. The destination MAC comes from the port's
+// neighbour cache (the kernel's tables); Send never waits for resolution:
+// packets for a peer being resolved are queued by the port and sent once
+// the kernel has resolved it (or dropped after 3 s), and a peer whose
+// resolution failed in the last second is refused with
+// afxdp.ErrNoNeighbour. So one unresolved peer never stalls the endpoint's
+// receive goroutine, which sends ACKs, nor other QPs.
 //
 // ICRC: unlike a UDP socket, this link sees the real IP header of every
 // received packet, so the ICRC (IBTA Annex A17.3.3) is verified exactly.
@@ -47,20 +41,12 @@
 // this link rocev2.Config.StrictICRC can always be set. A UD receiver then
 // sees IP ID 0 in its GRH rather than the sender's.
 //
-// Without Options.AllQueues the link binds one queue; on a multi-queue NIC
+// Without Options.AllQueues the port binds one queue; on a multi-queue NIC
 // then steer UDP 4791 to it (ethtool -N <dev> flow-type udp4 dst-port 4791
 // action <queue>) or use one queue (ethtool -L <dev> combined 1).
 //
-// Modes: the program attaches in driver mode when the netdev supports it
-// (veth does), else in generic mode; sockets bind in copy mode, or
-// zero-copy when asked ([Options].ZeroCopy) and the driver offers it
-// (veth does not, so zero-copy is untested).
-//
-// Limits: Ethernet netdevs only, no VLAN tags or IPv6 extension headers;
-// frames are 4096 bytes and copy mode reserves 256 bytes of headroom, so the
-// largest packet is 3840 bytes and the path MTU at most 2048 (4096 needs
-// larger or multi-buffer frames); one link per netdev (the netdev carries a
-// single XDP program).
+// Limits: those of link/afxdp (Ethernet only, 4096-byte frames, so the path
+// MTU is at most 2048; one port per netdev).
 //
 // Linux only; elsewhere New returns ErrNotSupported. New needs CAP_NET_RAW,
 // CAP_NET_ADMIN and CAP_BPF (or root) and must run in the network namespace
@@ -68,28 +54,36 @@
 package xdp
 
 import (
-	"errors"
 	"net/netip"
+
+	"github.com/softrnic/softrnic/link/afxdp"
 )
 
 // ErrNotSupported is returned by New where AF_XDP is unavailable (non-Linux
 // systems).
-var ErrNotSupported = errors.New("rocev2/xdp: not supported")
+var ErrNotSupported = afxdp.ErrNotSupported
+
+// ErrNoNeighbour is returned by Send for a peer whose MAC address could not
+// be resolved in the last second.
+var ErrNoNeighbour = afxdp.ErrNoNeighbour
 
 // Mode selects how the XDP program is attached.
-type Mode int
+type Mode = afxdp.Mode
 
+// Attach modes (see afxdp.Mode).
 const (
-	// ModeAuto tries driver (native) mode and falls back to generic mode.
-	ModeAuto Mode = iota
-	// ModeGeneric attaches in generic (SKB) mode, which every netdev supports.
-	ModeGeneric
-	// ModeDriver attaches in driver (native) mode (veth and most NICs).
-	ModeDriver
+	ModeAuto    = afxdp.ModeAuto
+	ModeGeneric = afxdp.ModeGeneric
+	ModeDriver  = afxdp.ModeDriver
 )
 
 // Options configure a Link.
 type Options struct {
+	// Port, when set, is the AF_XDP port the link uses, shared with its
+	// other users: Interface, Queue, AllQueues, Frames, Mode and ZeroCopy
+	// are then the port's, Addr's address must be the port's, and Close
+	// leaves the port open. Otherwise New opens a port of its own.
+	Port *afxdp.Port
 	// Interface is the netdev name.
 	Interface string
 	// Queue is the receive queue the socket binds to (default 0). Packets
@@ -114,6 +108,9 @@ type Options struct {
 	ZeroCopy bool
 	// TOS and TTL of sent packets (TTL default 64).
 	TOS, TTL uint8
+	// Tap sees the port's frames as they are (package capture's Writer
+	// records them); only for a port the link opens.
+	Tap afxdp.Tap
 	// StrictICRC drops packets whose ICRC matches only the canonical
 	// header (ID 0) and not the real one, as rxe does; see the package
 	// comment.
@@ -133,9 +130,14 @@ type Stats struct {
 	// header instead (Options.StrictICRC unset).
 	ICRCErrors, ICRCRestamped, ICRCZeroID uint64
 	// TxDropped counts packets not sent: longer than the netdev's MTU (as
-	// read at New) or a UMEM frame, of the other address family, no
-	// neighbour, or no free frame after retrying.
+	// read at New) or a UMEM frame, of the other address family, refused
+	// for want of a neighbour, or no free frame after retrying. Packets
+	// queued while the peer was resolved and dropped later are in the
+	// port's NeighDropped.
 	TxDropped uint64
+	// RxQueueFull counts frames dropped because the link held its share of
+	// the port's receive frames (the endpoint did not keep up).
+	RxQueueFull uint64
 	// Kernel XDP socket statistics (XDP_STATISTICS).
 	KernelRxDropped, KernelRxRingFull, KernelFillRingEmpty uint64
 }

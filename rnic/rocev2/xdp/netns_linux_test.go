@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/softrnic/softrnic/link/afxdp"
 	"github.com/softrnic/softrnic/rnic"
 	"github.com/softrnic/softrnic/rnic/rocev2"
 	"github.com/softrnic/softrnic/roce"
@@ -461,20 +462,24 @@ func TestLinkLifecycle(t *testing.T) {
 	if err := l.Send([][]byte{make([]byte, 40)}, netip.AddrPortFrom(e.addr6[1], 4791)); !errors.Is(err, ErrAddrFamily) {
 		t.Fatalf("IPv6 destination on an IPv4 link: %v", err)
 	}
-	// nobody has 10.199.7.99: resolution fails, and fails again (cached)
-	for range 2 {
-		if err := l.Send([][]byte{make([]byte, 40)}, netip.MustParseAddrPort("10.199.7.99:4791")); !errors.Is(err, ErrNoNeighbour) {
-			t.Fatalf("unresolvable peer: %v", err)
-		}
+	// Nobody has 10.199.7.99: the first Send queues while the kernel
+	// resolves, and once resolution has failed (3 s) Send refuses at once.
+	bad := netip.MustParseAddrPort("10.199.7.99:4791")
+	if err := l.Send([][]byte{make([]byte, 40)}, bad); err != nil {
+		t.Fatalf("send to a peer being resolved: %v", err)
 	}
-	if st := l.Stats(); st.TxDropped != 3 || st.TxPackets != 0 {
+	waitStats(t, l, func(s afxdp.Stats) bool { return s.NeighFailed == 1 && s.NeighDropped == 1 })
+	if err := l.Send([][]byte{make([]byte, 40)}, bad); !errors.Is(err, ErrNoNeighbour) {
+		t.Fatalf("unresolvable peer: %v", err)
+	}
+	if st := l.Stats(); st.TxDropped != 2 || st.TxPackets != 1 {
 		t.Fatalf("stats after refused sends: %+v", st)
 	}
 	// longer than the netdev's MTU (1500) allows: dropped, counted
 	if err := l.Send([][]byte{make([]byte, 1500-28+1)}, netip.AddrPortFrom(e.addr[1], 4791)); err != nil {
 		t.Fatal(err)
 	}
-	if st := l.Stats(); st.TxDropped != 4 || st.TxPackets != 0 {
+	if st := l.Stats(); st.TxDropped != 3 || st.TxPackets != 1 {
 		t.Fatalf("stats after an oversize send: %+v", st)
 	}
 	time.Sleep(50 * time.Millisecond)
@@ -573,17 +578,75 @@ func TestNetnsMultiQueue(t *testing.T) {
 			cfg := rocev2.DefaultConfig()
 			cfg.Timeout = 15
 			la := e.openLink(t, 0, true, ModeAuto, nil).(*Link)
-			if len(la.socks) != 2 {
-				t.Fatalf("%d sockets on a two-queue veth", len(la.socks))
+			if q := la.Port().Queues(); len(q) != 2 {
+				t.Fatalf("queues %v bound on a two-queue veth", q)
 			}
 			a, b := newSide(t, la, cfg), newSide(t, e.openLink(t, 1, peerXDP, ModeAuto, nil), cfg)
 			connect(t, a, b)
 			exercise(t, a, b, 5)
 			exercise(t, b, a, 6)
-			if peerXDP && la.socks[1].rx.local == 0 {
+			per := la.Port().QueueRxPackets()
+			if peerXDP && per[1] == 0 {
 				t.Fatal("nothing arrived on queue 1")
 			}
-			t.Logf("packets per queue: %d, %d", la.socks[0].rx.local, la.socks[1].rx.local)
+			t.Logf("packets per queue: %v", per)
 		})
 	}
+}
+
+// waitStats polls the link's port counters until ok holds (20 s at most):
+// the resolver works asynchronously.
+func waitStats(t testing.TB, l *Link, ok func(afxdp.Stats) bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !ok(l.Port().Stats()) {
+		if time.Now().After(deadline) {
+			t.Fatalf("port stats never reached the expected state: %+v", l.Port().Stats())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestNeighbourResolutionDoesNotStall is issue 10 item 10: a peer whose
+// MAC is unknown must not stall sends to other peers (the endpoint's
+// receive goroutine sends ACKs through the same link). While 10.199.7.99
+// is being resolved (it never answers, so resolution lasts 3 s), a packet
+// to the resolved peer must go out and arrive; before the fix Send held
+// the send lock while it polled the kernel for up to 3 s.
+func TestNeighbourResolutionDoesNotStall(t *testing.T) {
+	requirePriv(t)
+	e := newNetEnv(t, 1500)
+	a := e.openLink(t, 0, true, ModeAuto, nil).(*Link)
+	defer a.Close()
+	b := e.openLink(t, 1, false, ModeAuto, nil)
+	defer b.Close()
+	good := b.LocalAddr()
+	// resolve the good peer first (this may wait for ARP, asynchronously)
+	waitArrive := func() {
+		t.Helper()
+		got := make(chan error, 1)
+		go func() {
+			bufs := [][]byte{make([]byte, rocev2.MaxPacket)}
+			_, err := b.Recv(bufs, make([]int, 1), make([]netip.AddrPort, 1))
+			got <- err
+		}()
+		if err := a.Send([][]byte{make([]byte, 40)}, good); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-got; err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitArrive()
+	q0 := a.Port().Stats().NeighQueued
+	sent := make(chan error, 1)
+	go func() { sent <- a.Send([][]byte{make([]byte, 40)}, netip.MustParseAddrPort("10.199.7.99:4791")) }()
+	if err := <-sent; err != nil {
+		t.Fatalf("send to a peer being resolved: %v", err)
+	}
+	waitArrive()
+	if st := a.Port().Stats(); st.NeighFailed != 0 || st.NeighQueued != q0+1 {
+		t.Fatalf("the good peer's packet went out only after the bad peer's resolution ended: %+v", st)
+	}
+	waitStats(t, a, func(s afxdp.Stats) bool { return s.NeighFailed == 1 && s.NeighDropped == 1 })
 }

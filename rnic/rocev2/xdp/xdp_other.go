@@ -5,6 +5,7 @@ package xdp
 import (
 	"net/netip"
 
+	"github.com/softrnic/softrnic/link/afxdp"
 	"github.com/softrnic/softrnic/rnic/rocev2"
 )
 
@@ -15,6 +16,9 @@ var _ rocev2.Link = (*Link)(nil)
 
 // New returns ErrNotSupported: AF_XDP is Linux only.
 func New(o Options) (*Link, error) { return nil, ErrNotSupported }
+
+// Port is the AF_XDP port the link runs on.
+func (l *Link) Port() *afxdp.Port { return nil }
 
 // Mode reports the attach mode.
 func (l *Link) Mode() Mode { return ModeAuto }

@@ -1,6 +1,6 @@
 //go:build linux
 
-package xdp
+package afxdp
 
 import (
 	"sync/atomic"

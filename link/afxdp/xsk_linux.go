@@ -1,0 +1,212 @@
+//go:build linux
+
+package afxdp
+
+import (
+	"fmt"
+	"os"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// copyHeadroom is XDP_PACKET_HEADROOM, kept in front of received frames in
+// copy mode.
+const copyHeadroom = 256
+
+func setsockopt(fd, level, opt int, p unsafe.Pointer, n uintptr) error {
+	_, _, e := unix.Syscall6(unix.SYS_SETSOCKOPT, uintptr(fd), uintptr(level), uintptr(opt), uintptr(p), n, 0)
+	if e != 0 {
+		return e
+	}
+	return nil
+}
+
+func getsockopt(fd, level, opt int, p unsafe.Pointer, n uintptr) error {
+	_, _, e := unix.Syscall6(unix.SYS_GETSOCKOPT, uintptr(fd), uintptr(level), uintptr(opt), uintptr(p), uintptr(unsafe.Pointer(&n)), 0)
+	if e != 0 {
+		return e
+	}
+	return nil
+}
+
+// xsk is one AF_XDP socket with its own UMEM and rings. Its RX ring is read
+// by one goroutine; the fill ring is written under fmu (that goroutine and
+// Release); the TX and completion rings and txFree under the port's send
+// lock.
+type xsk struct {
+	fd     int
+	queue  int
+	file   *os.File
+	rc     syscall.RawConn
+	umem   []byte
+	fill   ring
+	comp   ring
+	rx     ring
+	tx     ring
+	fmu    sync.Mutex
+	txFree []uint64 // free TX frames
+	zc     bool
+	// kept counts frames receivers hold (at most the port's keepLimit)
+	kept atomic.Int64
+	// rxCount counts frames read from the RX ring
+	rxCount atomic.Uint64
+}
+
+// openXSK creates a socket, registers its UMEM (2·half frames), maps the
+// four rings (half entries each), fills the fill ring with the first half
+// of the frames and binds to ifindex/queue.
+func openXSK(ifindex, queue, half int, zc bool) (s *xsk, err error) {
+	fd, err := unix.Socket(unix.AF_XDP, unix.SOCK_RAW|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	s = &xsk{fd: fd, queue: queue}
+	s.umem, err = unix.Mmap(-1, 0, 2*half*FrameSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_POPULATE)
+	if err != nil {
+		return s, err
+	}
+	reg := unix.XDPUmemReg{Addr: uint64(uintptr(unsafe.Pointer(&s.umem[0]))), Len: uint64(len(s.umem)), Size: FrameSize}
+	if err := setsockopt(fd, unix.SOL_XDP, unix.XDP_UMEM_REG, unsafe.Pointer(&reg), unsafe.Sizeof(reg)); err != nil {
+		return s, fmt.Errorf("XDP_UMEM_REG: %w", err)
+	}
+	n := int32(half)
+	for _, opt := range []int{unix.XDP_UMEM_FILL_RING, unix.XDP_UMEM_COMPLETION_RING, unix.XDP_RX_RING, unix.XDP_TX_RING} {
+		if err := setsockopt(fd, unix.SOL_XDP, opt, unsafe.Pointer(&n), 4); err != nil {
+			return s, fmt.Errorf("ring size option %d: %w", opt, err)
+		}
+	}
+	var off unix.XDPMmapOffsets
+	if err := getsockopt(fd, unix.SOL_XDP, unix.XDP_MMAP_OFFSETS, unsafe.Pointer(&off), unsafe.Sizeof(off)); err != nil {
+		return s, fmt.Errorf("XDP_MMAP_OFFSETS: %w", err)
+	}
+	if s.fill, err = mapRing(fd, off.Fr, unix.XDP_UMEM_PGOFF_FILL_RING, half, 8); err != nil {
+		return s, err
+	}
+	if s.comp, err = mapRing(fd, off.Cr, unix.XDP_UMEM_PGOFF_COMPLETION_RING, half, 8); err != nil {
+		return s, err
+	}
+	dsz := unsafe.Sizeof(unix.XDPDesc{})
+	if s.rx, err = mapRing(fd, off.Rx, unix.XDP_PGOFF_RX_RING, half, dsz); err != nil {
+		return s, err
+	}
+	if s.tx, err = mapRing(fd, off.Tx, unix.XDP_PGOFF_TX_RING, half, dsz); err != nil {
+		return s, err
+	}
+	for i := range half {
+		*s.fill.addr(s.fill.local) = uint64(i * FrameSize)
+		s.fill.local++
+	}
+	s.fill.publish()
+	s.txFree = make([]uint64, 0, half)
+	for i := half; i < 2*half; i++ {
+		s.txFree = append(s.txFree, uint64(i*FrameSize))
+	}
+	sa := &unix.SockaddrXDP{Ifindex: uint32(ifindex), QueueID: uint32(queue), Flags: unix.XDP_COPY}
+	if zc {
+		sa.Flags = unix.XDP_ZEROCOPY
+		if unix.Bind(fd, sa) == nil {
+			s.zc = true
+		} else {
+			sa.Flags = unix.XDP_COPY
+		}
+	}
+	if !s.zc {
+		if err := unix.Bind(fd, sa); err != nil {
+			return s, fmt.Errorf("bind: %w", err)
+		}
+	}
+	if err := unix.SetNonblock(fd, true); err != nil {
+		return s, err
+	}
+	// The runtime poller waits for the socket (xsk_poll reports EPOLLIN
+	// when the RX ring has entries), so a blocked receive goroutine holds
+	// no thread and Close unblocks it.
+	s.file = os.NewFile(uintptr(fd), "xsk")
+	if s.rc, err = s.file.SyscallConn(); err != nil {
+		return s, err
+	}
+	return s, nil
+}
+
+// close releases the socket, rings and UMEM (callers exclude every user).
+func (s *xsk) close() {
+	if s.file != nil {
+		_ = s.file.Close()
+	} else if s.fd >= 0 {
+		_ = unix.Close(s.fd)
+	}
+	s.fd = -1
+	for _, r := range []*ring{&s.fill, &s.comp, &s.rx, &s.tx} {
+		r.unmap()
+	}
+	if s.umem != nil {
+		_ = unix.Munmap(s.umem)
+		s.umem = nil
+	}
+}
+
+// kick asks the kernel to transmit the TX ring (copy mode transmits in the
+// system call, a bounded number of frames per call). It reports false on
+// an error other than a transient one (e.g. the netdev is down).
+func (s *xsk) kick() bool {
+	for range 64 {
+		_, _, e := unix.Syscall6(unix.SYS_SENDTO, uintptr(s.fd), 0, 0, unix.MSG_DONTWAIT, 0, 0)
+		if atomic.LoadUint32(s.tx.cons) == s.tx.local {
+			return true
+		}
+		switch e {
+		case 0:
+		case unix.EAGAIN, unix.EBUSY, unix.ENOBUFS, unix.EINTR:
+			runtime.Gosched()
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// reclaim moves completed TX frames back to the free list.
+func (s *xsk) reclaim() {
+	n := s.comp.ready()
+	for range n {
+		s.txFree = append(s.txFree, *s.comp.addr(s.comp.local)&^(FrameSize-1))
+		s.comp.local++
+	}
+	if n > 0 {
+		s.comp.release()
+	}
+}
+
+// makeRoom publishes what is queued, kicks and reclaims until a TX frame
+// and a TX ring slot are free.
+func (s *xsk) makeRoom() bool {
+	for range 1000 {
+		s.tx.publish()
+		ok := s.kick()
+		s.reclaim()
+		if len(s.txFree) > 0 && s.tx.free() > 0 {
+			return true
+		}
+		if !ok {
+			return false
+		}
+		runtime.Gosched()
+	}
+	return false
+}
+
+// stats reads the kernel's XDP_STATISTICS.
+func (s *xsk) stats() (ks unix.XDPStatistics) {
+	if s.rc == nil {
+		return
+	}
+	_ = s.rc.Control(func(fd uintptr) {
+		_ = getsockopt(int(fd), unix.SOL_XDP, unix.XDP_STATISTICS, unsafe.Pointer(&ks), unsafe.Sizeof(ks))
+	})
+	return ks
+}

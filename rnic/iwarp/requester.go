@@ -1,0 +1,166 @@
+package iwarp
+
+// The requester side of RDMA Read (RFC 5040 §5.2) and RFC 7306 atomics: requests out on
+// QN 1, with an ORD slot each (the ORQ), and their responses in.
+
+import (
+	"encoding/binary"
+
+	"github.com/softrnic/softrnic/ddp"
+	"github.com/softrnic/softrnic/rdmap"
+	"github.com/softrnic/softrnic/rnic"
+)
+
+type orqKind uint8
+
+const (
+	orqRead orqKind = iota
+	orqAtomic
+	orqRTR
+)
+
+type orqEntry struct {
+	kind     orqKind
+	w        *rnic.SendWQE
+	sinkSTag uint32
+	sinkTO   uint64
+	size     uint64
+	got      uint64
+	reqID    uint32
+	msn      ddp.MSN // QN 1 MSN of the request
+}
+
+// sendRead starts an RDMA Read work request (RFC 5040 §5.2): it takes an ORD slot
+// (the caller checked blocked) and sends the Read Request; the WQE completes when the
+// last Read Response segment has been placed.
+func (c *Conn) sendRead(w *rnic.SendWQE) error {
+	if c.ord == 0 || w.Len > 0xFFFFFFFF {
+		return c.localError(w, rnic.StatusLocQPOpErr, rnic.EventQPReqErr)
+	}
+	e := orqEntry{kind: orqRead, w: w, sinkSTag: 1, size: w.Len}
+	if len(w.SGL) > 0 {
+		e.sinkSTag, e.sinkTO = w.SGL[0].LKey, w.SGL[0].Addr
+	}
+	e.msn = c.txMSN[ddp.QNReadRequest]
+	c.mu.Lock()
+	c.orq.push(e)
+	c.mu.Unlock()
+	return c.sendReadReq(e.sinkSTag, e.sinkTO, uint32(w.Len), w.RKey, w.RemoteAddr)
+}
+
+// sendAtomic sends an RFC 7306 §5.1 Atomic Request on QN 1 for w; it completes with the
+// Atomic Response (the original value is stored in w's 8-byte buffer).
+func (c *Conn) sendAtomic(w *rnic.SendWQE) error {
+	if !c.ext || c.ord == 0 {
+		return c.localError(w, rnic.StatusLocQPOpErr, rnic.EventQPReqErr)
+	}
+	c.reqID++
+	msn := c.txMSN[ddp.QNReadRequest]
+	c.txMSN[ddp.QNReadRequest] = msn.Next()
+	c.mu.Lock()
+	c.orq.push(orqEntry{kind: orqAtomic, w: w, reqID: c.reqID, msn: msn})
+	c.mu.Unlock()
+	putUntagged(c.hdr[:], true, rdmap.OpAtomicRequest, 0, ddp.QNReadRequest, msn, 0)
+	req := rdmap.NewFetchAdd(c.reqID, w.RKey, w.RemoteAddr, w.Compare, 0)
+	if w.Opcode == rnic.OpAtomicCmpSwap {
+		req = rdmap.NewCmpSwap(c.reqID, w.RKey, w.RemoteAddr, w.Compare, rdmap.AllOnes, w.Swap, rdmap.AllOnes)
+	}
+	h := req.Append(c.hdr[:ddp.UntaggedLen])
+	if err := c.writeFPDU(h, nil); err != nil {
+		return err
+	}
+	c.qp.CountTx(0, 1)
+	return nil
+}
+
+// sendReadReq sends an RDMA Read Request (RFC 5040 §4.4) on QN 1.
+func (c *Conn) sendReadReq(sinkSTag uint32, sinkTO uint64, size, srcSTag uint32, srcTO uint64) error {
+	h := c.hdr[:ddp.UntaggedLen+rdmap.ReadRequestLen]
+	putUntagged(h, true, rdmap.OpReadRequest, 0, ddp.QNReadRequest, c.txMSN[ddp.QNReadRequest], 0)
+	c.txMSN[ddp.QNReadRequest] = c.txMSN[ddp.QNReadRequest].Next()
+	rdmap.ReadRequest(h[ddp.UntaggedLen:]).Init(sinkSTag, sinkTO, size, srcSTag, srcTO)
+	if err := c.writeFPDU(h, nil); err != nil {
+		return err
+	}
+	c.qp.CountTx(0, 1)
+	return nil
+}
+
+func (c *Conn) rxReadResp(h []byte, n int, plen uint64) bool {
+	t := ddp.Tagged(h)
+	c.mu.Lock()
+	var e *orqEntry
+	if c.orq.n > 0 && c.orq.front().kind != orqAtomic {
+		e = c.orq.front()
+	}
+	c.mu.Unlock()
+	if e == nil {
+		c.sendTerm(rdmap.TermUnexpectedOpcode, h, n, nil)
+		return false
+	}
+	// RFC 5041 §5: the STag and TO of a zero-length tagged message are not checked.
+	if plen > 0 && t.STag() != e.sinkSTag {
+		c.sendTerm(rdmap.FromDDP(ddp.ErrInvalidSTag), h, n, nil)
+		return false
+	}
+	if (plen > 0 && t.TO() != e.sinkTO+e.got) || e.got+plen > e.size {
+		c.sendTerm(rdmap.FromDDP(ddp.ErrBaseBounds), h, n, nil)
+		return false
+	}
+	if e.w != nil {
+		if err := c.readInto(e.w.Segs, e.got, plen); err != nil {
+			c.rxError(err)
+			return false
+		}
+	}
+	if !c.end() {
+		return false
+	}
+	e.got += plen
+	if !t.Last() {
+		return true
+	}
+	if e.got != e.size {
+		c.sendTerm(rdmap.FromDDP(ddp.ErrBaseBounds), h, n, nil)
+		return false
+	}
+	c.mu.Lock()
+	done := c.orq.pop()
+	c.mu.Unlock()
+	if done.w != nil {
+		c.qp.CompleteSend(done.w, rnic.StatusSuccess)
+	}
+	c.wake()
+	return true
+}
+
+func (c *Conn) rxAtomicResp(h []byte, n int) bool {
+	u := ddp.Untagged(h)
+	dh, a := h[:ddp.UntaggedLen], h[ddp.UntaggedLen:]
+	if te, ok := c.singleSegment(u, ddp.QNAtomicResponse); !ok {
+		c.sendTerm(te, dh, n, nil)
+		return false
+	}
+	c.mu.Lock()
+	var e *orqEntry
+	if c.orq.n > 0 && c.orq.front().kind == orqAtomic {
+		e = c.orq.front()
+	}
+	c.mu.Unlock()
+	resp, err := rdmap.ParseAtomicResponse(a)
+	if err != nil || e == nil || e.reqID != resp.ReqID {
+		c.sendTerm(rdmap.TermUnexpectedOpcode, dh, n, nil)
+		return false
+	}
+	if !c.end() {
+		return false
+	}
+	c.rxMSN[ddp.QNAtomicResponse] = c.rxMSN[ddp.QNAtomicResponse].Next()
+	binary.NativeEndian.PutUint64(e.w.Segs[0], resp.Orig)
+	c.mu.Lock()
+	done := c.orq.pop()
+	c.mu.Unlock()
+	c.qp.CompleteSend(done.w, rnic.StatusSuccess)
+	c.wake()
+	return true
+}

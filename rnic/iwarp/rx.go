@@ -1,0 +1,393 @@
+package iwarp
+
+// The receiver: the receive goroutine, FPDU dispatch by opcode (RFC 5040 §4, RFC 5041 §5),
+// the responder's RTR check (RFC 6581 §9.2), and placement of Writes and untagged
+// messages (Send, Immediate Data) into registered memory.
+
+import (
+	"errors"
+	"io"
+
+	"github.com/softrnic/softrnic/ddp"
+	"github.com/softrnic/softrnic/mpa"
+	"github.com/softrnic/softrnic/rdmap"
+	"github.com/softrnic/softrnic/rnic"
+)
+
+func (c *Conn) recvLoop() {
+	defer c.exit()
+	defer close(c.rxDone)
+	for {
+		n, err := c.rd.Next()
+		if err != nil {
+			c.rxError(err)
+			return
+		}
+		if c.staging && !c.stage(n) {
+			return
+		}
+		if !c.segment(n) {
+			return
+		}
+	}
+}
+
+func (c *Conn) rxError(err error) {
+	if c.quitting() {
+		return
+	}
+	c.mu.Lock()
+	closing := c.closing
+	c.mu.Unlock()
+	if errors.Is(err, io.EOF) {
+		// Graceful close by the peer (or the answer to ours).
+		c.mu.Lock()
+		c.rxEOF = true
+		c.mu.Unlock()
+		c.wake()
+		if !closing {
+			// let the sender close our side; the QP is flushed at exit.
+			return
+		}
+		return
+	}
+	var me *mpa.Error
+	if errors.As(err, &me) {
+		te := rdmap.FromLLP(uint8(me.Code))
+		if me.Code == mpa.CodeCRC {
+			c.qp.CountCRCError()
+		}
+		c.sendTerm(te, nil, 0, nil)
+		return
+	}
+	if closing {
+		c.setErr(err)
+		c.abort(false)
+		return
+	}
+	c.fail(rnic.EventQPFatal, &LLPError{Err: err})
+}
+
+// stage reads the whole ULPDU of the FPDU just started (n bytes) into the connection's
+// staging buffer and verifies its CRC before any of it is interpreted or placed. With CRC
+// negotiated a ULPDU is not passed to DDP before its CRC has been verified (RFC 5044 §6,
+// §7), so an FPDU with a bad CRC leaves no trace in any region, even when the corruption
+// is in the header that names the target. The cost is one copy of the payload (staging
+// buffer to registered memory); the buffer grows to the largest FPDU received, at most
+// 64 KiB (MPA's 16-bit length).
+func (c *Conn) stage(n int) bool {
+	if cap(c.stageBuf) < n {
+		c.stageBuf = make([]byte, max(n, min(2*cap(c.stageBuf), mpa.MaxULPDU)))
+	}
+	b := c.stageBuf[:n]
+	if err := c.rd.ReadFull(b); err != nil {
+		c.rxError(err)
+		return false
+	}
+	if err := c.rd.End(); err != nil {
+		c.rxError(err) // a CRC error: Terminate LLP / MPA / CRC (2/0/0x02)
+		return false
+	}
+	c.staged = b
+	return true
+}
+
+// rxRead fills p with the next len(p) bytes of the current ULPDU: from the verified
+// staging buffer when CRC is on, else straight from the stream.
+func (c *Conn) rxRead(p []byte) error {
+	if !c.staging {
+		return c.rd.ReadFull(p)
+	}
+	if len(p) > len(c.staged) {
+		return mpa.ErrShortULPDU
+	}
+	copy(p, c.staged)
+	c.staged = c.staged[len(p):]
+	return nil
+}
+
+// singleSegment checks the DDP fields of an untagged message that is one segment by
+// definition (Read Request, atomic request and response, Immediate Data, Terminate):
+// the MSN expected on queue qn (RFC 5041 §7.2 "invalid MSN - MSN range"), then MO 0 and
+// L set ("invalid MO": any other segment of it would start past MO 0).
+func (c *Conn) singleSegment(u ddp.Untagged, qn int) (rdmap.TerminateError, bool) {
+	if u.MSN() != c.rxMSN[qn] {
+		return rdmap.FromDDP(ddp.ErrMSNRange), false
+	}
+	if u.MO() != 0 || !u.Last() {
+		return rdmap.FromDDP(ddp.ErrInvalidMO), false
+	}
+	return rdmap.TerminateError{}, true
+}
+
+// readInto reads n payload bytes of the current FPDU into segs at offset off.
+func (c *Conn) readInto(segs [][]byte, off, n uint64) error {
+	c.rxPieces = rnic.Segs(segs).Slices(c.rxPieces, off, n)
+	for _, p := range c.rxPieces {
+		if err := c.rxRead(p); err != nil {
+			return err
+		}
+	}
+	clear(c.rxPieces) // keep no reference to the WQE's memory
+	return nil
+}
+
+// segment processes one FPDU of ULPDU length n; it returns false when the receiver must stop.
+func (c *Conn) segment(n int) bool {
+	if !c.rxAny { // the peer's first FPDU
+		c.rxAny = true
+		c.notePeer()
+		if !c.rtrExpect {
+			c.openGate() // in peer-to-peer mode, once it is a valid RTR (rtr)
+		}
+	}
+	h := c.rh[:]
+	if n < 2 {
+		c.sendTerm(rdmap.TermCatastrophicStream, nil, 0, nil)
+		return false
+	}
+	if err := c.rxRead(h[:2]); err != nil {
+		c.rxError(err)
+		return false
+	}
+	hl := ddp.HeaderLen(h[0])
+	if n < hl {
+		c.sendTerm(rdmap.TermCatastrophicStream, nil, 0, nil)
+		return false
+	}
+	if err := c.rxRead(h[2:hl]); err != nil {
+		c.rxError(err)
+		return false
+	}
+	op, _, err := rdmap.CheckSegment(h[:hl])
+	if err != nil {
+		te, ok := rdmap.AsTerminateError(err)
+		if !ok {
+			te = rdmap.TermCatastrophicStream
+		}
+		c.sendTerm(te, h[:hl], n, nil)
+		return false
+	}
+	if (op.Extension() && !c.ext) || op == rdmap.OpExperimental {
+		c.sendTerm(rdmap.TermUnexpectedOpcode, h[:hl], n, nil)
+		return false
+	}
+	rl := op.HeaderLen()
+	if n < hl+rl {
+		// The ULPDU ends inside the RDMAP header (a truncated Read Request, Terminate,
+		// atomic or Immediate Data): a malformed RDMAP message, for which RFC 5040
+		// §4.8 has no specific code.
+		c.sendTerm(rdmap.TermCatastrophicStream, h[:hl], n, nil)
+		return false
+	}
+	if op != rdmap.OpTerminate && !op.CarriesPayload() && n != hl+rl {
+		// Longer than the message's fixed size: it does not fit the buffer RDMAP
+		// provides for it (RFC 5041 §7.2 "DDP message too long for available buffer").
+		c.sendTerm(rdmap.FromDDP(ddp.ErrMessageTooLong), h[:hl], n, nil)
+		return false
+	}
+	if rl > 0 {
+		if err := c.rxRead(h[hl : hl+rl]); err != nil {
+			c.rxError(err)
+			return false
+		}
+	}
+	plen := uint64(n - hl - rl)
+	if c.rtrExpect {
+		c.rtrExpect = false
+		if ok, handled := c.rtr(op, h[:hl+rl], n, plen); !ok {
+			return false
+		} else if handled {
+			return true
+		}
+	}
+	c.qp.CountRx(int(plen), 1)
+	switch op {
+	case rdmap.OpWrite:
+		return c.rxWrite(h[:hl], n, plen)
+	case rdmap.OpReadResponse:
+		return c.rxReadResp(h[:hl], n, plen)
+	case rdmap.OpSend, rdmap.OpSendSE, rdmap.OpSendInvalidate, rdmap.OpSendSEInvalidate:
+		return c.rxSend(op, h[:hl], n, plen)
+	case rdmap.OpReadRequest:
+		return c.rxReadReq(h[:hl+rl], n)
+	case rdmap.OpTerminate:
+		return c.rxTerm(h[:hl+rl], n, plen)
+	case rdmap.OpImmediateData, rdmap.OpImmediateDataSE:
+		return c.rxImm(op, h[:hl+rl], n)
+	case rdmap.OpAtomicRequest:
+		return c.rxAtomicReq(h[:hl+rl], n)
+	case rdmap.OpAtomicResponse:
+		return c.rxAtomicResp(h[:hl+rl], n)
+	}
+	c.sendTerm(rdmap.TermUnexpectedOpcode, h[:hl], n, nil)
+	return false
+}
+
+func (c *Conn) end() bool {
+	if c.staging {
+		c.staged = nil
+		return true
+	}
+	if err := c.rd.End(); err != nil {
+		c.rxError(err)
+		return false
+	}
+	return true
+}
+
+// rtr handles the responder's first FPDU in peer-to-peer mode (RFC 6581 §9.2): it must be
+// an RTR of a type the responder accepted; then the responder may transmit. handled
+// reports that the FPDU was consumed.
+func (c *Conn) rtr(op rdmap.Opcode, h []byte, n int, plen uint64) (ok, handled bool) {
+	types := c.params.RTR
+	switch {
+	case op == rdmap.OpWrite && plen == 0 && types&mpa.RTRWrite != 0:
+		if !c.end() {
+			return false, true
+		}
+		c.openGate()
+		return true, true
+	case op == rdmap.OpReadRequest && types&mpa.RTRRead != 0:
+		rr := rdmap.ReadRequest(h[ddp.UntaggedLen:]) // segment checked its length
+		if rr.Size() == 0 {
+			// An ordinary zero-length Read Request: its checks, MSN and IRD slot apply.
+			ok := c.rxReadReq(h, n)
+			if ok {
+				c.openGate()
+			}
+			return ok, true
+		}
+	case op == rdmap.OpSend && plen == 0 && types&mpa.RTRSend != 0:
+		if !c.end() {
+			return false, true
+		}
+		c.rxMSN[ddp.QNSend] = c.rxMSN[ddp.QNSend].Next()
+		c.openGate()
+		return true, true
+	}
+	c.sendTerm(rdmap.TermMPANoMatchingRTR, nil, 0, nil)
+	return false, true
+}
+
+func (c *Conn) rxWrite(h []byte, n int, plen uint64) bool {
+	t := ddp.Tagged(h)
+	stag, to := t.STag(), t.TO()
+	if err := c.tagged.Accept(stag, to, int(plen), t.Last()); err != nil {
+		te, _ := rdmap.AsTerminateError(err)
+		c.sendTerm(te, h, n, nil)
+		return false
+	}
+	var dst []byte
+	if plen > 0 { // RFC 5041 §5.2: STag and TO of a zero-length segment are not checked
+		var err error
+		if dst, err = c.qp.ResolveRemote(stag, to, plen, rnic.AccessRemoteWrite); err != nil {
+			c.sendTerm(taggedTerm(err), h, n, nil)
+			return false
+		}
+	}
+	if err := c.rxRead(dst); err != nil {
+		c.rxError(err)
+		return false
+	}
+	if !c.end() {
+		return false
+	}
+	// A zero-length Write to STag index 0 (an RTR or a nudge; RFC 5041 §5 leaves it
+	// unchecked) is a no-op: it does not make the next Immediate Data a Write with
+	// Immediate (RFC 7306 §6). Our sender never names such an STag in a user's Write.
+	c.lastWrite = t.Last() && (plen > 0 || stag >= 1<<8)
+	return true
+}
+
+func (c *Conn) rxSend(op rdmap.Opcode, h []byte, n int, plen uint64) bool {
+	u := ddp.Untagged(h)
+	if u.MSN() != c.rxMSN[ddp.QNSend] {
+		c.sendTerm(rdmap.FromDDP(ddp.ErrMSNRange), h, n, nil)
+		return false
+	}
+	if uint64(u.MO()) != c.curGot {
+		c.sendTerm(rdmap.FromDDP(ddp.ErrInvalidMO), h, n, nil)
+		return false
+	}
+	if c.cur == nil {
+		w, st := c.qp.TakeRecv()
+		switch {
+		case w == nil && st == rnic.StatusSuccess:
+			c.sendTerm(rdmap.FromDDP(ddp.ErrMSNNoBuffer), h, n, nil)
+			return false
+		case w == nil:
+			c.abort(false)
+			return false
+		case st != rnic.StatusSuccess:
+			c.qp.CompleteRecv(w, rnic.RecvResult{Status: st, Opcode: rnic.WCRecv})
+			c.sendTerm(rdmap.TermLocalCatastrophic, nil, 0, nil)
+			return false
+		}
+		c.cur = w
+	}
+	w := c.cur
+	if c.curGot+plen > w.Len {
+		c.sendTerm(rdmap.FromDDP(ddp.ErrMessageTooLong), h, n, nil)
+		return false
+	}
+	if err := c.readInto(w.Segs, c.curGot, plen); err != nil {
+		c.rxError(err)
+		return false
+	}
+	if !c.end() {
+		return false
+	}
+	c.curGot += plen
+	if !u.Last() {
+		return true
+	}
+	m := rnic.RecvMessage{ByteLen: uint32(c.curGot), Solicited: op.SolicitedEvent()}
+	if op.CarriesInvalidateSTag() {
+		m.HasInvalidate, m.Invalidate = true, u.ULPField()
+	}
+	if err := c.qp.FinishRecv(w, m); err != nil {
+		// RFC 5040 §6.4.2: the STag cannot be invalidated; w stays taken and is flushed.
+		c.sendTerm(rdmap.TermProtCannotInvalidate, h, n, nil)
+		return false
+	}
+	c.cur, c.curGot = nil, 0
+	c.rxMSN[ddp.QNSend] = c.rxMSN[ddp.QNSend].Next()
+	c.lastWrite = false
+	return true
+}
+
+func (c *Conn) rxImm(op rdmap.Opcode, h []byte, n int) bool {
+	u := ddp.Untagged(h)
+	te, ok := c.singleSegment(u, ddp.QNSend)
+	if ok && c.cur != nil { // inside a Send: the Immediate Data took its MSN
+		te, ok = rdmap.FromDDP(ddp.ErrMSNRange), false
+	}
+	if !ok {
+		c.sendTerm(te, h[:ddp.UntaggedLen], n, nil)
+		return false
+	}
+	if !c.end() {
+		return false
+	}
+	w, st := c.qp.TakeRecv()
+	if w == nil {
+		if st == rnic.StatusSuccess {
+			c.sendTerm(rdmap.FromDDP(ddp.ErrMSNNoBuffer), h[:ddp.UntaggedLen], n, nil)
+		}
+		return false
+	}
+	imm, _ := rdmap.ParseImmediate(h[ddp.UntaggedLen:]) // segment checked its length
+	c.rxMSN[ddp.QNSend] = c.rxMSN[ddp.QNSend].Next()
+	afterWrite := c.lastWrite
+	c.lastWrite = false
+	if st != rnic.StatusSuccess { // the WQE's SGL is invalid: complete it with that status
+		c.qp.CompleteRecv(w, rnic.RecvResult{Status: st, Opcode: rnic.WCRecv})
+		return true
+	}
+	// RFC 7306 §6: Immediate Data right after an RDMA Write completes as Write with
+	// Immediate.
+	_ = c.qp.FinishRecv(w, rnic.RecvMessage{HasImm: true, Imm: uint32(imm), AfterWrite: afterWrite,
+		Solicited: op == rdmap.OpImmediateDataSE}) // no invalidation: cannot fail
+	return true
+}

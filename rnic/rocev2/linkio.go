@@ -1,0 +1,167 @@
+package rocev2
+
+// The endpoint's side of its Link: the receive goroutine with its error handling,
+// and the one send path every packet takes (counted and logged on failure).
+
+import (
+	"errors"
+	"net"
+	"net/netip"
+	"syscall"
+	"time"
+)
+
+// Receive back-off: after a temporary Link.Recv error the receive goroutine waits
+// recvBackoffMin, doubling per consecutive error up to recvBackoffMax.
+const (
+	recvBackoffMin = time.Millisecond
+	recvBackoffMax = time.Second
+)
+
+func (e *Endpoint) recvLoop() {
+	defer e.wg.Done()
+	bs := e.link.BatchSize()
+	bufs := make([][]byte, bs)
+	for i := range bufs {
+		bufs[i] = make([]byte, MaxPacket)
+	}
+	sizes := make([]int, bs)
+	from := make([]netip.AddrPort, bs)
+	r := &rxCtx{ctl: make([]ctlPkt, 2*bs+8), bufs: make([][]byte, 0, 2*bs+8), touched: make([]*Conn, 0, bs)}
+	local := e.link.LocalAddr()
+	var backoff time.Duration
+	var delay *time.Timer
+	for {
+		n, err := e.link.Recv(bufs, sizes, from)
+		if err != nil {
+			if errors.Is(err, ErrLinkClosed) || errors.Is(err, net.ErrClosed) || e.closed.Load() {
+				return
+			}
+			e.RecvErrors.Add(1)
+			if !temporary(err) {
+				e.failLink(err)
+				return
+			}
+			if backoff == 0 {
+				e.log.Warn("rocev2: link receive failing; retrying with back-off", "link", local, "err", err)
+				backoff = recvBackoffMin
+			} else {
+				backoff = min(2*backoff, recvBackoffMax)
+			}
+			if delay == nil {
+				delay = time.NewTimer(backoff)
+			} else {
+				delay.Reset(backoff)
+			}
+			select {
+			case <-delay.C:
+			case <-e.quit:
+				delay.Stop()
+				return
+			}
+			continue
+		}
+		if backoff != 0 {
+			e.log.Info("rocev2: link receive recovered", "link", local)
+			backoff = 0
+		}
+		for i := range n {
+			e.input(r, bufs[i][:sizes[i]], from[i], local)
+		}
+		for _, c := range r.touched {
+			c.mu.Lock()
+			c.flushAck(r)
+			c.inBatch = false
+			c.mu.Unlock()
+		}
+		r.touched = r.touched[:0]
+		e.flushCtl(r)
+	}
+}
+
+// temporary reports whether a Link error is worth retrying: the error says so
+// (Temporary or Timeout, as net errors and syscall.Errno do), or it is a
+// resource shortage or an ICMP-reported network condition.
+func temporary(err error) bool {
+	var t interface{ Temporary() bool }
+	if errors.As(err, &t) && t.Temporary() {
+		return true
+	}
+	var to interface{ Timeout() bool }
+	if errors.As(err, &to) && to.Timeout() {
+		return true
+	}
+	for _, n := range []syscall.Errno{syscall.EINTR, syscall.EAGAIN, syscall.ENOBUFS, syscall.ENOMEM,
+		syscall.ECONNREFUSED, syscall.EHOSTUNREACH, syscall.ENETUNREACH, syscall.ENETDOWN, syscall.EMSGSIZE} {
+		if errors.Is(err, n) {
+			return true
+		}
+	}
+	return false
+}
+
+// failLink stops the endpoint after a permanent receive error: it is logged,
+// kept for Err, and every connection ends with it (their QPs go to Error).
+func (e *Endpoint) failLink(err error) {
+	e.linkErr.Store(&err)
+	e.log.Error("rocev2: link receive failed; endpoint stopped", "link", e.link.LocalAddr(), "err", err)
+	e.mu.RLock()
+	cs := make([]*Conn, 0, len(e.conns))
+	for _, c := range e.conns {
+		cs = append(cs, c)
+	}
+	us := make([]*UDQP, 0, len(e.ud))
+	for _, u := range e.ud {
+		us = append(us, u)
+	}
+	e.mu.RUnlock()
+	for _, c := range cs {
+		c.abort(err)
+	}
+	for _, u := range us {
+		u.Disconnect(false)
+	}
+}
+
+// Err returns the link error that stopped the endpoint's receive goroutine, or nil.
+func (e *Endpoint) Err() error {
+	if p := e.linkErr.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// send transmits bufs to dst on the link; failures are counted in SendErrors and
+// logged once per episode (the first failure after a success). A lost send is a
+// lost packet: the protocol's retransmission deals with it.
+func (e *Endpoint) send(bufs [][]byte, dst netip.AddrPort) {
+	err := e.link.Send(bufs, dst)
+	if err == nil {
+		if e.sendBad.Load() && e.sendBad.Swap(false) {
+			e.log.Info("rocev2: link send recovered", "link", e.link.LocalAddr())
+		}
+		return
+	}
+	e.SendErrors.Add(1)
+	if errors.Is(err, ErrLinkClosed) || e.closed.Load() {
+		return
+	}
+	if !e.sendBad.Swap(true) {
+		e.log.Warn("rocev2: link send failing", "link", e.link.LocalAddr(), "dst", dst, "err", err)
+	}
+}
+
+func (e *Endpoint) flushCtl(r *rxCtx) {
+	i := 0
+	for i < r.nctl {
+		j := i
+		r.bufs = r.bufs[:0]
+		for j < r.nctl && r.ctl[j].dst == r.ctl[i].dst {
+			r.bufs = append(r.bufs, r.ctl[j].buf[:r.ctl[j].n])
+			j++
+		}
+		e.send(r.bufs, r.ctl[i].dst)
+		i = j
+	}
+	r.nctl = 0
+}

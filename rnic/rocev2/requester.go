@@ -1,0 +1,399 @@
+package rocev2
+
+// The requester (IBTA Vol.1 §9.7.4, rxe req.c): turns send WQEs into request packets —
+// segmentation to the path MTU, PSNs, AckReq, the unacknowledged window, READ/atomic
+// depth, fences — and the retransmission timers.
+
+import (
+	"errors"
+	"time"
+
+	"github.com/softrnic/softrnic/rnic"
+	"github.com/softrnic/softrnic/roce"
+)
+
+// requester is the state the requester and the completer share (rxe's qp->req and
+// qp->comp): the send queue window and its PSNs, retry counters and timers.
+type requester struct {
+	sq             []sqe
+	sqHead, sqSend uint64
+	sqTail         uint64
+	sendPSN        roce.PSN
+	maxSent        roce.PSN // one past the highest PSN sent
+	sendOff        uint64
+	unaPSN         roce.PSN // oldest unacknowledged PSN
+	noack          int
+	rdOut          int
+	retryLeft      uint8
+	rnrLeft        uint8
+	ackDeadline    time.Time
+	rnrPending     bool
+	rnrUntil       time.Time
+	rnrPSN         roce.PSN
+	lastNak        roce.PSN
+	lastNakValid   bool
+	seqRetried     bool
+	hdr            roce.Header
+
+	// Keepalive (Config.KeepAlive): when the connection carried nothing for
+	// an interval, a zero-length RDMA WRITE probes the peer; a dead peer
+	// exhausts its retries like any request.
+	kaNext   time.Time // next check; zero: keepalive off
+	kaSeen   uint64    // packets counted (less probes and their ACKs) at the last change
+	kaIdle   time.Time // when kaSeen last changed
+	probeOut bool      // a probe is outstanding at probePSN
+	probePSN roce.PSN
+}
+
+// sqe is the requester's state of one send WQE between NextSend and completion.
+type sqe struct {
+	w           *rnic.SendWQE
+	first, last roce.PSN // PSNs of the request (a Read: of its responses)
+	started     bool
+	counted     bool // counted in rdOut
+	done        bool
+	got         uint64 // Read: response bytes placed
+}
+
+func (c *Conn) timersLocked(now time.Time) {
+	if c.fatal {
+		return
+	}
+	if c.rnrPending {
+		if now.Before(c.rnrUntil) {
+			return
+		}
+		c.rnrPending = false
+		c.seek(c.rnrPSN)
+		c.armAck(now)
+		return
+	}
+	if c.ackDeadline.IsZero() || now.Before(c.ackDeadline) {
+		return
+	}
+	if c.unaPSN == c.maxSent {
+		c.ackDeadline = time.Time{}
+		return
+	}
+	// Local ACK timeout (IBTA §9.7.6.1.3): retransmit from the oldest unacknowledged PSN.
+	// With nothing outstanding but a keepalive probe, the probe is what is
+	// retransmitted, and a dead peer exhausts the retries.
+	if c.retryLeft == 0 {
+		c.failOldest(rnic.StatusRetryExcErr, ErrRetryExceeded)
+		return
+	}
+	c.retryLeft--
+	c.qp.CountRetransmit()
+	c.seek(c.unaPSN)
+	c.seqRetried = false
+	c.ackDeadline = now.Add(c.tmo)
+}
+
+// keepalive probes the peer when the connection carried no packet in either
+// direction (probes and their ACKs aside) for Config.KeepAlive and has nothing
+// outstanding. It looks every quarter of the interval, so a probe leaves at most
+// 1¼ intervals after the last packet.
+func (c *Conn) keepalive(now time.Time) {
+	if c.kaNext.IsZero() || now.Before(c.kaNext) {
+		return
+	}
+	c.kaNext = now.Add(c.e.cfg.KeepAlive / 4)
+	cnt := c.qp.QP().Counters()
+	seen := cnt.RxSegments.Load() + cnt.TxSegments.Load()
+	if seen != c.kaSeen {
+		c.kaSeen, c.kaIdle = seen, now
+		return
+	}
+	if now.Sub(c.kaIdle) >= c.e.cfg.KeepAlive && !c.probeOut && c.unaPSN == c.maxSent && c.sqHead == c.sqTail && !c.fatal {
+		c.probeOut, c.probePSN = true, c.sendPSN
+		c.kaIdle = now
+	}
+}
+
+// probe builds the keepalive probe: a zero-length RDMA WRITE, which needs no
+// R_Key or address (IBTA C9-88) and changes nothing at the peer but its ACK.
+func (c *Conn) probe(b []byte) []byte {
+	h := &c.hdr
+	h.Opcode, h.PSN, h.SE, h.AckReq = roce.RCWriteOnly, c.sendPSN, false, true
+	h.VA, h.RKey, h.DMALen = 0, 0, 0
+	b = h.Append(b, 0)
+	c.noack = 0
+	c.kaSeen++ // the probe is not traffic
+	c.sendPSN = c.sendPSN.Add(1)
+	if c.sendPSN.Distance(c.maxSent) > 0 {
+		c.maxSent = c.sendPSN
+	}
+	if c.ackDeadline.IsZero() {
+		c.armAck(time.Now())
+	}
+	return finish(b, 0, c.local, c.remote)
+}
+
+func (c *Conn) armAck(now time.Time) {
+	if c.typ != RC || c.tmo == 0 || c.unaPSN == c.maxSent {
+		c.ackDeadline = time.Time{}
+		return
+	}
+	c.ackDeadline = now.Add(c.tmo)
+}
+
+func (c *Conn) ent(i uint64) *sqe { return &c.sq[i%uint64(len(c.sq))] }
+
+func isRdAtomic(op rnic.Opcode) bool {
+	return op == rnic.OpRead || op == rnic.OpAtomicCmpSwap || op == rnic.OpAtomicFetchAdd
+}
+
+func isLocal(op rnic.Opcode) bool {
+	return op == rnic.OpLocalInv || op == rnic.OpRegMR || op == rnic.OpBindMW
+}
+
+func (c *Conn) npkts(n uint64) uint32 {
+	if n == 0 {
+		return 1
+	}
+	return uint32((n + uint64(c.mtu) - 1) / uint64(c.mtu))
+}
+
+// seek moves the send cursor to PSN p (a retransmission, or past what an ACK
+// covered): IBTA §9.7.6 "go back N" from p.
+func (c *Conn) seek(p roce.PSN) {
+	c.sendPSN = p
+	for i := c.sqHead; i != c.sqTail; i++ {
+		e := c.ent(i)
+		if !e.started {
+			c.sqSend, c.sendOff = i, 0
+			return
+		}
+		if e.done || isLocal(e.w.Opcode) {
+			continue
+		}
+		if p.Less(e.first) { // p is a keepalive probe's, sent before e
+			c.sqSend, c.sendOff = i, 0
+			return
+		}
+		if p.Sub(e.first) <= e.last.Sub(e.first) {
+			c.sqSend = i
+			c.sendOff = uint64(p.Sub(e.first)) * uint64(c.mtu)
+			if isRdAtomic(e.w.Opcode) && e.w.Opcode != rnic.OpRead {
+				c.sendOff = 0
+			}
+			return
+		}
+	}
+	c.sqSend, c.sendOff = c.sqTail, 0
+}
+
+// fill builds up to a batch of packets in c.txb: Read responses first, then requests.
+func (c *Conn) fill() int {
+	txb := c.txb.b
+	n := 0
+	for n < len(txb) && c.rdLen > 0 {
+		if j := &c.rdq[c.rdHead]; j.ctl {
+			txb[n] = append(txb[n][:0], j.cbuf[:j.cn]...)
+			c.popJob()
+		} else {
+			txb[n] = c.readResp(txb[n][:0])
+		}
+		n++
+	}
+	if c.fatal || c.rnrPending {
+		return n
+	}
+	if c.probeOut && c.sendPSN == c.probePSN && n < len(txb) {
+		txb[n] = c.probe(txb[n][:0])
+		n++
+	}
+	for n < len(txb) {
+		if c.sqSend == c.sqTail {
+			w := c.qp.NextSend()
+			if w == nil {
+				break
+			}
+			*c.ent(c.sqTail) = sqe{w: w}
+			c.sqTail++
+		}
+		e := c.ent(c.sqSend)
+		w := e.w
+		if e.done {
+			c.sqSend++
+			continue
+		}
+		if isLocal(w.Opcode) {
+			if w.Flags&rnic.LocalFence != 0 && !c.qp.IsOldest(w) {
+				break
+			}
+			st := c.qp.ExecLocal(w)
+			e.done, e.started = true, true
+			c.qp.CompleteSend(w, st)
+			c.sqSend++
+			c.retire()
+			if st != rnic.StatusSuccess {
+				c.setFatal(rnic.EventQPFatal, errors.New("rocev2: local operation failed: "+st.String()))
+				break
+			}
+			continue
+		}
+		if !e.started {
+			if w.Flags&rnic.Fence != 0 && c.rdOut > 0 {
+				break
+			}
+			if w.Flags&rnic.LocalFence != 0 && !c.qp.IsOldest(w) {
+				break
+			}
+			if c.typ == UC && (isRdAtomic(w.Opcode) || w.Opcode == rnic.OpSendInv) {
+				c.failWQE(e, rnic.StatusLocQPOpErr, errors.New("rocev2: operation not supported on UC"))
+				break
+			}
+		}
+		if isRdAtomic(w.Opcode) && !e.counted && c.rdOut >= c.cfg.MaxRdAtomic {
+			break
+		}
+		if c.typ == RC && c.sendPSN.Sub(c.unaPSN) >= uint32(c.cfg.Window) {
+			break
+		}
+		if !e.started {
+			e.started = true
+			e.first = c.sendPSN
+			np := uint32(1)
+			if w.Opcode != rnic.OpAtomicCmpSwap && w.Opcode != rnic.OpAtomicFetchAdd {
+				np = c.npkts(w.Len)
+			}
+			e.last = e.first.Add(np - 1)
+			c.sendOff = 0
+		}
+		if isRdAtomic(w.Opcode) && !e.counted {
+			e.counted = true
+			c.rdOut++
+		}
+		var fin bool
+		txb[n], fin = c.request(txb[n][:0], e)
+		n++
+		if !c.used {
+			c.used = true // sending is using the connection (CMConfig.FirstMessageTimeout)
+			c.firstBy = time.Time{}
+		}
+		if c.sendPSN.Distance(c.maxSent) > 0 {
+			c.maxSent = c.sendPSN
+		}
+		if c.ackDeadline.IsZero() {
+			c.armAck(time.Now())
+		}
+		if fin {
+			c.sqSend++
+			c.sendOff = 0
+			if c.typ == UC {
+				e.done = true
+				c.qp.CompleteSend(w, rnic.StatusSuccess)
+				c.unaPSN = c.sendPSN
+				c.retire()
+			}
+		}
+	}
+	c.qp.CountTx(0, n)
+	return n
+}
+
+// request builds the next request packet of e at c.sendOff / c.sendPSN.
+func (c *Conn) request(b []byte, e *sqe) ([]byte, bool) {
+	w := e.w
+	h := &c.hdr
+	h.PSN = c.sendPSN
+	h.SE, h.AckReq = false, false
+	off := c.sendOff
+	rem := w.Len - off
+	n := int(min(rem, uint64(c.mtu)))
+	first, last := off == 0, rem <= uint64(c.mtu)
+	var payload bool
+	switch w.Opcode {
+	case rnic.OpSend, rnic.OpSendImm, rnic.OpSendInv:
+		payload = true
+		switch {
+		case first && last:
+			h.Opcode = roce.RCSendOnly
+		case first:
+			h.Opcode = roce.RCSendFirst
+		case last:
+			h.Opcode = roce.RCSendLast
+		default:
+			h.Opcode = roce.RCSendMiddle
+		}
+		if last {
+			switch w.Opcode {
+			case rnic.OpSendImm:
+				h.Opcode++ // SEND_LAST → SEND_LAST_IMM, SEND_ONLY → SEND_ONLY_IMM
+				h.Imm = w.Imm
+			case rnic.OpSendInv:
+				h.Opcode = roce.RCSendLastInv
+				if first {
+					h.Opcode = roce.RCSendOnlyInv
+				}
+				h.InvRKey = w.InvalidateSTag
+			}
+			h.SE = w.Flags&rnic.Solicited != 0
+		}
+	case rnic.OpWrite, rnic.OpWriteImm:
+		payload = true
+		switch {
+		case first && last:
+			h.Opcode = roce.RCWriteOnly
+		case first:
+			h.Opcode = roce.RCWriteFirst
+		case last:
+			h.Opcode = roce.RCWriteLast
+		default:
+			h.Opcode = roce.RCWriteMiddle
+		}
+		if first {
+			h.VA, h.RKey, h.DMALen = w.RemoteAddr, w.RKey, uint32(w.Len)
+		}
+		if last && w.Opcode == rnic.OpWriteImm {
+			h.Opcode++
+			h.Imm = w.Imm
+			h.SE = w.Flags&rnic.Solicited != 0
+		}
+	case rnic.OpRead:
+		h.Opcode = roce.RCReadRequest
+		h.VA, h.RKey, h.DMALen = w.RemoteAddr+off, w.RKey, uint32(rem)
+		c.sendPSN = e.last.Add(1)
+		c.sendOff = w.Len
+		b = h.Append(b, 0)
+		return finish(b, 0, c.local, c.remote), true
+	case rnic.OpAtomicCmpSwap, rnic.OpAtomicFetchAdd:
+		h.Opcode = roce.RCCompareSwap
+		h.SwapAdd, h.Compare = w.Swap, w.Compare
+		if w.Opcode == rnic.OpAtomicFetchAdd {
+			h.Opcode = roce.RCFetchAdd
+			h.SwapAdd, h.Compare = w.Compare, 0
+		}
+		h.VA, h.RKey = w.RemoteAddr, w.RKey
+		c.sendPSN = c.sendPSN.Add(1)
+		b = h.Append(b, 0)
+		return finish(b, 0, c.local, c.remote), true
+	}
+	if c.typ == UC {
+		h.Opcode = h.Opcode.WithService(roce.ServiceUC)
+	}
+	c.noack++
+	if last || c.noack >= c.cfg.AckEvery {
+		h.AckReq = c.typ == RC
+		c.noack = 0
+	}
+	b = h.Append(b, n)
+	if payload {
+		b = gather(b, w.Segs, off, n)
+	}
+	c.sendOff += uint64(n)
+	c.sendPSN = c.sendPSN.Add(1)
+	if payload {
+		c.qp.CountTx(n, 0)
+	}
+	return finish(b, n, c.local, c.remote), last
+}
+
+// gather appends bytes [off, off+n) of segs to b (b has room: a packet buffer).
+func gather(b []byte, segs rnic.Segs, off uint64, n int) []byte {
+	k := len(b)
+	b = b[:k+n]
+	segs.ReadAt(b[k:], off)
+	return b
+}

@@ -1,0 +1,5 @@
+//go:build !race
+
+package udapl
+
+const raceEnabled = false
