@@ -152,6 +152,11 @@ func (s *session) sync(ctx context.Context, what string) error {
 // the test-specific exchange), then the test.
 func (s *session) run(ctx context.Context) error {
 	o := &s.o
+	if o.Verb == Read || o.Verb == Atomic {
+		// perftest's ctx_set_max_inline, finding no inline support on the device for
+		// these verbs, prints a result line (and a note on stderr) before anything else
+		s.printf("%s", resultLine)
+	}
 	if err := s.connectComm(ctx); err != nil {
 		return err
 	}

@@ -250,7 +250,10 @@ func (s *session) report() {
 	if !s.o.Debug {
 		return
 	}
-	s.out.debugf("connection: %s, IRD %d ORD %d", s.conn.Network(), s.conn.IRD(), s.conn.ORD())
+	if p, isMPA := s.conn.MPA(); isMPA {
+		s.out.debugf("mpa: rev %d enhanced %v crc %v markers tx %v rx %v ird %d ord %d peer ird %d ord %d p2p %v",
+			p.Rev, p.Enhanced, p.CRC, p.TxMarkers, p.RxMarkers, p.IRD, p.ORD, p.PeerIRD, p.PeerORD, p.P2P)
+	}
 	s.out.debugf("counters: %+v", s.qp.Counters().Snapshot())
 }
 
