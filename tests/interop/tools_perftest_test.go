@@ -159,3 +159,111 @@ func TestToolsPerftest(t *testing.T) {
 		t.Run(net+"/"+c.tool+"/"+strings.ReplaceAll(c.flags, " ", ""), func(t *testing.T) { c.run(t, g) })
 	}
 }
+
+// TestToolsPerftestRefusals: what perftest 4.5 cannot do with a softrnic peer, or a peer
+// with other options, ends on the softrnic side with a one-line reason (or after --idle),
+// never a hang.
+func TestToolsPerftestRefusals(t *testing.T) {
+	g := guest(t)
+	// ib_write_lat's server writes first; an MPA responder may not (RFC 5044 §7.1.2), and
+	// siw's client sends no RFC 6581 RTR. softrnic as the client works (it sends one).
+	t.Run("siw/ib_write_lat", func(t *testing.T) {
+		c := ptCase{tool: "ib_write_lat", test: "write_lat", flags: "-R -s 64 -n 200", size: 64, iters: 200, lat: true}
+		t.Run("softrnic-client", func(t *testing.T) {
+			record(t, PeerSiw, "ib_write_lat -R -s 64 -n 200 (guest server)", "client")
+			port := toolPort()
+			r := guestServer(t, g, c.guestCmd(port, ""), ready{cmPort: port}, c.hostArgs(port, GuestSiwAddr), 120*time.Second)
+			r.ok(t, c.tool)
+			t.Logf("ib_write_lat over siw: softrnic client %.2f µs, guest server %.2f µs typical",
+				c.check(t, "softrnic client", r.host, true), c.check(t, "guest server", r.guest, false))
+		})
+		t.Run("guest-client", func(t *testing.T) {
+			record(t, PeerSiw, "ib_write_lat -R (guest client): refused by softrnic, an iWARP responder cannot write first (RFC 5044 §7.1.2)", "server")
+			port := toolPort()
+			srv, err := g.StartHost(60*time.Second, softrnic(t), c.hostArgs(port, "")...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer srv.Kill()
+			if !srv.WaitOutput("Waiting for client to connect", 30*time.Second) {
+				t.Fatalf("server did not start:\n%s", srv.Output())
+			}
+			cli, err := g.Start(c.guestCmd(port, HostSiwAddr), 60*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cli.Kill() // it waits for the server's Write forever
+			t0 := time.Now()
+			r, _ := srv.Wait(45 * time.Second)
+			if r.Code != 1 || !strings.Contains(r.Output, "an MPA responder may send nothing before the client's first FPDU") {
+				t.Fatalf("softrnic server exit %d:\n%s", r.Code, Tail(r.Output, 2000))
+			}
+			t.Logf("refused after %v", time.Since(t0).Round(100*time.Millisecond))
+		})
+	})
+	// siw has no atomics: softrnic refuses ib_atomic_bw over iWARP at once, in both roles.
+	t.Run("siw/ib_atomic_bw", func(t *testing.T) {
+		record(t, PeerSiw, "ib_atomic_bw over iWARP: softrnic refuses with one line (siw has no atomics)", "both")
+		guestBinary(t, g, "ib_atomic_bw")
+		for _, args := range [][]string{{"perftest", "atomic", "-R", "--bind", HostSiwAddr}, {"perftest", "atomic", "-R", GuestSiwAddr}} {
+			p, err := g.StartHost(30*time.Second, softrnic(t), args...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r, _ := p.Wait(20 * time.Second)
+			if r.Code == 0 || strings.Count(strings.TrimSpace(r.Output), "\n") > 0 || !strings.Contains(r.Output, "iWARP has no atomics") {
+				t.Errorf("%v: exit %d:\n%s", args, r.Code, r.Output)
+			}
+		}
+	})
+	// A latency client against a bandwidth server: perftest 4.5 cannot tell and both would
+	// wait forever; softrnic ends after --idle without traffic.
+	t.Run("siw/ib_write_lat-vs-write", func(t *testing.T) {
+		record(t, PeerSiw, "ib_write_lat -R client against softrnic perftest write (mismatch): softrnic ends after --idle 10s", "server")
+		port := toolPort()
+		srv, err := g.StartHost(90*time.Second, softrnic(t), "perftest", "write", "--bind", HostSiwAddr, "-p", strconv.Itoa(port), "--idle", "10s")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer srv.Kill()
+		if !srv.WaitOutput("Waiting for client to connect", 30*time.Second) {
+			t.Fatalf("server did not start:\n%s", srv.Output())
+		}
+		cli, err := g.Start(fmt.Sprintf("ib_write_lat -R -d siw0 -F -p %d %s", port, HostSiwAddr), 90*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cli.Kill()
+		r, _ := srv.Wait(80 * time.Second)
+		if r.Code != 1 || !strings.Contains(r.Output, "nothing from the peer for 10s") {
+			t.Fatalf("softrnic server exit %d:\n%s", r.Code, Tail(r.Output, 2000))
+		}
+	})
+	// More QPs on the client than on the server: the server accepts its -q and refuses
+	// the rest; perftest 4.5's client then crashes in its retry path (a known bug);
+	// softrnic's server reports that the client went away.
+	t.Run("rxe/ib_write_bw-q-mismatch", func(t *testing.T) {
+		record(t, PeerRxe, "ib_write_bw -R -x 1 -q 4 client against softrnic -q 2 (mismatch): softrnic ends with a reason", "server")
+		port := toolPort()
+		srv, err := g.StartHost(90*time.Second, softrnic(t), "perftest", "write", "--roce", "-R", "-q", "2", "--bind", HostRxeAddr,
+			"-p", strconv.Itoa(port), "--idle", "20s")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer srv.Kill()
+		if !srv.WaitOutput("Waiting for client to connect", 30*time.Second) {
+			t.Fatalf("server did not start:\n%s", srv.Output())
+		}
+		cli, err := g.Start(fmt.Sprintf("ib_write_bw -R -x 1 -d rxe0 -F -q 4 -n 100 -p %d %s", port, HostRxeAddr), 90*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cli.Kill()
+		r, _ := srv.Wait(80 * time.Second)
+		if r.Code != 1 {
+			t.Fatalf("softrnic server exit %d:\n%s", r.Code, Tail(r.Output, 2000))
+		}
+		cr, _ := cli.Wait(10 * time.Second)
+		t.Logf("softrnic server: %s\nguest client exit %d: %s", Tail(r.Output, 300), cr.Code, Tail(cr.Output, 600))
+	})
+}

@@ -121,7 +121,10 @@ func ParseArgs(args []string) (Options, error) {
 	default:
 		return o, fmt.Errorf("unexpected argument %q", operands[1])
 	}
-	return o, o.normalize()
+	o.parsing = true
+	err = o.normalize()
+	o.parsing = false
+	return o, err
 }
 
 // cInt parses an option's value as strtol(v, NULL, 0) does when the value is a whole
@@ -310,19 +313,13 @@ func (o *Options) normalize() error {
 		return errors.New("queue depths and CQ moderation must be positive")
 	case o.Verb == Atomic && (o.All || o.Size != defSizeAtomic):
 		return errors.New("Message size cannot be changed for Atomic tests")
-	case o.Verb == Atomic && !o.RoCE:
-		return errors.New("atomic: iWARP has no atomics (siw implements none; use --roce)")
 	case o.Duration > 0 && o.All:
 		return errors.New("Duration mode currently doesn't support running on all sizes.")
-	case o.CommCM && !o.RoCE && !o.RDMACM:
-		return errors.New("-z: QPs cannot be connected by hand over iWARP; use -R")
-	case o.RoCE && o.CRC:
-		return errors.New("--crc is an MPA (iWARP) option")
-	case !o.RoCE && o.MTU != 0:
-		return errors.New("-m: the MTU of iWARP is the TCP connection's")
-	case o.Verb == Send && !o.RoCE && o.RxDepth < 3:
-		// iWARP Send tests grant credits every rx_depth/3 receives: perftest divides by zero
-		return errors.New("Send over iWARP needs -r 3 or more (perftest's credits are sent every rx-depth/3 receives)")
+	}
+	if !o.parsing {
+		if err := o.supported(); err != nil {
+			return err
+		}
 	}
 	if o.MTU != 0 && o.MTU&(o.MTU-1) != 0 {
 		return fmt.Errorf("invalid MTU %d (256, 512, 1024, 2048 or 4096)", o.MTU)
@@ -357,6 +354,23 @@ func (o *Options) normalize() error {
 		if o.Duration <= 2*o.Margin {
 			return errors.New("please check that DURATION > 2*MARGIN")
 		}
+	}
+	return nil
+}
+
+// supported refuses, with a one-line reason, what the network cannot do. ParseArgs leaves
+// it to Run, so that the command exits 1 with the reason alone (not a usage error).
+func (o *Options) supported() error {
+	switch {
+	case o.Verb == Atomic && !o.RoCE:
+		return errors.New("atomic: iWARP has no atomics (siw implements none; use --roce)")
+	case o.RoCE && o.CRC:
+		return errors.New("--crc is an MPA (iWARP) option")
+	case !o.RoCE && o.MTU != 0:
+		return errors.New("-m: the MTU of iWARP is the TCP connection's")
+	case o.Verb == Send && !o.RoCE && o.RxDepth < 3:
+		// iWARP Send tests grant credits every rx_depth/3 receives: perftest divides by zero
+		return errors.New("Send over iWARP needs -r 3 or more (perftest's credits are sent every rx-depth/3 receives)")
 	}
 	return nil
 }

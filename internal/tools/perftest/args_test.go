@@ -1,6 +1,8 @@
 package perftest
 
 import (
+	"context"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -65,7 +67,6 @@ func TestParsePerftestArgs(t *testing.T) {
 		msg  string
 	}{
 		{[]string{}, "missing test"},
-		{[]string{"atomic"}, "iWARP has no atomics"},
 		{[]string{"atomic", "--roce", "-s", "16"}, "Message size cannot be changed for Atomic tests"},
 		{[]string{"atomic", "--roce", "-a"}, "Message size cannot be changed"},
 		{[]string{"atomic_lat"}, "not supported"},
@@ -88,10 +89,6 @@ func TestParsePerftestArgs(t *testing.T) {
 		{[]string{"write", "--timeout", "x"}, "invalid --timeout"},
 		{[]string{"write", "-p", "70000"}, "port"},
 		{[]string{"send", "-s", "x"}, "Message Size"},
-		{[]string{"send", "-r", "2"}, "needs -r 3 or more"},
-		{[]string{"write", "-z"}, "use -R"},
-		{[]string{"write", "--roce", "--crc"}, "MPA"},
-		{[]string{"write", "-m", "1024"}, "iWARP"},
 		{[]string{"write", "--roce", "-m", "1000"}, "invalid MTU"},
 		{[]string{"write", "--dont_xchg_versions"}, "version exchange"},
 		{[]string{"write", "-C"}, "not supported"},
@@ -99,6 +96,27 @@ func TestParsePerftestArgs(t *testing.T) {
 		_, err := ParseArgs(bad.args)
 		if err == nil || !strings.Contains(err.Error(), bad.msg) {
 			t.Errorf("%q: %v, want %q", bad.args, err, bad.msg)
+		}
+	}
+	// What the network cannot do passes ParseArgs (no usage error) and is refused by Run
+	// with one line.
+	for _, c := range []struct {
+		args []string
+		msg  string
+	}{
+		{[]string{"atomic"}, "iWARP has no atomics"},
+		{[]string{"send", "-r", "2"}, "needs -r 3 or more"},
+		{[]string{"write", "--roce", "--crc"}, "MPA"},
+		{[]string{"write", "-m", "1024"}, "iWARP"},
+	} {
+		o, err := ParseArgs(c.args)
+		if err != nil {
+			t.Errorf("%q: ParseArgs: %v", c.args, err)
+			continue
+		}
+		if err := Run(context.Background(), o, io.Discard, nil); err == nil || !strings.Contains(err.Error(), c.msg) ||
+			strings.Contains(err.Error(), "\n") {
+			t.Errorf("%q: Run: %v, want %q", c.args, err, c.msg)
 		}
 	}
 	if _, err := ParseArgs([]string{"write", "-h"}); err != errHelp {

@@ -102,6 +102,9 @@ func (c *rdmaComm) recv(ctx context.Context, n int) ([]byte, error) {
 		}
 		k, err := c.cq.Wait(ctx, c.wc[:])
 		if err != nil {
+			if cause := context.Cause(ctx); cause != nil {
+				return nil, cause
+			}
 			return nil, err
 		}
 		for _, wc := range c.wc[:k] {

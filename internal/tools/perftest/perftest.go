@@ -123,6 +123,7 @@ type Options struct {
 	// Listening, if set, is called once the server listens, with its address.
 	Listening func(net.Addr)
 
+	parsing    bool                // normalize called by ParseArgs
 	cqModSet   bool                // -Q given
 	sizeSet    bool                // -s given
 	gotReport  func(bwReport)      // tests: each bandwidth report printed
