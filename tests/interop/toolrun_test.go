@@ -82,13 +82,13 @@ func uploadBinary(g *Guest, name string) error {
 }
 
 // hostTCPListening waits until a host program in the guest's namespace listens on TCP
-// port (from /proc/net/tcp there), instead of a fixed sleep before a guest client.
+// port (from /proc/net/tcp and tcp6 there), instead of a fixed sleep before a guest client.
 func hostTCPListening(g *Guest, port int, timeout time.Duration) error {
-	want := fmt.Sprintf(":%04X 00000000:0000 0A", port)
+	want := regexp.MustCompile(fmt.Sprintf(`:%04X 0+:0000 0A `, port))
 	deadline := time.Now().Add(timeout)
 	for {
-		out, _ := g.HostCommand(context.Background(), "cat", "/proc/net/tcp").Output()
-		if strings.Contains(string(out), want) {
+		out, _ := g.HostCommand(context.Background(), "cat", "/proc/net/tcp", "/proc/net/tcp6").Output()
+		if want.Match(out) {
 			return nil
 		}
 		if time.Now().After(deadline) {
