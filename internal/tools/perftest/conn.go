@@ -16,10 +16,8 @@ import (
 	"time"
 
 	"github.com/softrnic/softrnic/internal/tools/tool"
-	"github.com/softrnic/softrnic/mpa"
 	"github.com/softrnic/softrnic/rnic"
 	"github.com/softrnic/softrnic/rnic/cm"
-	"github.com/softrnic/softrnic/rnic/iwarp"
 	"github.com/softrnic/softrnic/rnic/rocev2"
 	"github.com/softrnic/softrnic/roce"
 )
@@ -35,8 +33,7 @@ import (
 func (s *session) open() error {
 	o := &s.o
 	if o.iwarp() {
-		iw := &iwarp.Config{MPA: mpa.Config{Rev: 2, CRC: o.CRC, P2P: true, RTR: mpa.RTRWrite | mpa.RTRRead,
-			MaxPrivateData: mpa.SiwMaxPrivateData}}
+		iw := tool.IWARPConfig(o.CRC)
 		local := ""
 		if o.Bind != "" {
 			a, err := tool.ParseIP("--bind", o.Bind)

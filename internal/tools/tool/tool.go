@@ -23,6 +23,7 @@ import (
 
 	"github.com/softrnic/softrnic/rnic"
 	"github.com/softrnic/softrnic/rnic/cm"
+	"github.com/softrnic/softrnic/rnic/iwarp"
 	"github.com/softrnic/softrnic/roce"
 )
 
@@ -216,4 +217,63 @@ func (w *Watchdog) Kick() {
 	if w.t != nil {
 		w.t.Reset(w.d)
 	}
+}
+
+// IWARPConfig is the MPA configuration of the tools that dial softrnic or siw peers
+// (perftest, cmatose, rdma-client): rnic/iwarp's default, MPA rev 2 with the IRD/ORD word
+// and peer-to-peer mode with an RTR, but CRC only when asked (siw's default is none).
+// The RTR makes the initiator's first FPDU, so that a softrnic responder, which may send
+// nothing before it (RFC 5044 §7.1.2 rule 4), can serve protocols whose server speaks
+// first; a responder follows the initiator's choice (siw asks for the client-server
+// model).
+func IWARPConfig(crc bool) *iwarp.Config {
+	c := iwarp.DefaultConfig()
+	c.MPA.CRC = crc
+	return c
+}
+
+// NetworkOf names the network a tool runs on: cm.RoCEv2 with roce, else cm.IWARP.
+func NetworkOf(roce bool) string {
+	if roce {
+		return cm.RoCEv2
+	}
+	return cm.IWARP
+}
+
+// OpenCM opens a device on the network for a tool of the rdma_cm examples: over RoCEv2
+// the link's address is bind, else the route towards peer, else the host's first IPv4
+// address; over iWARP listeners bind bind (every address when "").
+func OpenCM(roce bool, bind, peer string) (*rnic.Device, *cm.Transport, error) {
+	if !roce {
+		local := ""
+		if bind != "" {
+			a, err := ParseIP("bind address", bind)
+			if err != nil {
+				return nil, nil, err
+			}
+			local = a.String()
+		}
+		return Open("", cm.IWARP, local, &cm.Options{IWARP: IWARPConfig(false)})
+	}
+	local, err := LocalIP("bind address", bind, peer)
+	if err != nil {
+		return nil, nil, err
+	}
+	return Open("", cm.RoCEv2, local.String(), nil)
+}
+
+// SignalContext returns a context that SIGINT ends, for a tool's Main.
+func SignalContext() (context.Context, context.CancelFunc) {
+	return signal.NotifyContext(context.Background(), os.Interrupt)
+}
+
+// Cause returns ctx's cancellation cause when ctx has ended (a timeout, an interrupt, a
+// watchdog), else err.
+func Cause(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		if c := context.Cause(ctx); c != nil && !errors.Is(err, c) {
+			return fmt.Errorf("%w (%v)", c, err)
+		}
+	}
+	return err
 }
