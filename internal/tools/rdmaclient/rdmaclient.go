@@ -41,7 +41,9 @@ type Options struct {
 }
 
 // DefaultOptions are rdma_client's defaults.
-func DefaultOptions() Options { return Options{Server: "127.0.0.1", Port: 7471, Idle: 60 * time.Second} }
+func DefaultOptions() Options {
+	return Options{Server: "127.0.0.1", Port: 7471, Idle: 60 * time.Second}
+}
 
 var opts = []tool.Opt{{Short: 's', Arg: true}, {Short: 'p', Arg: true},
 	{Long: "roce"}, {Long: "bind", Arg: true}, {Long: "timeout", Arg: true}, {Long: "idle", Arg: true}}
