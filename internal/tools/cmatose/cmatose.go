@@ -379,8 +379,8 @@ func (t *test) watch(ctx context.Context) (context.Context, *tool.Watchdog, func
 
 func (t *test) runServer(ctx context.Context) error {
 	o := &t.o
-	t.printf("cmatose: starting server\n")
 	if err := t.open(""); err != nil {
+		t.printf("cmatose: starting server\n")
 		return fmt.Errorf("listen request failed: %w", err)
 	}
 	host := o.Bind
@@ -389,9 +389,13 @@ func (t *test) runServer(ctx context.Context) error {
 	}
 	ln, err := t.t.Listen(net.JoinHostPort(host, strconv.Itoa(o.Port)))
 	if err != nil {
+		t.printf("cmatose: starting server\n")
 		return fmt.Errorf("bind address failed: %w", err)
 	}
 	defer ln.Close()
+	// ucmatose prints this before it listens; softrnic once it does, so that a script
+	// may start the client when it sees the line.
+	t.printf("cmatose: starting server\n")
 	if o.Listening != nil {
 		o.Listening(ln.Addr())
 	}

@@ -110,10 +110,19 @@ func Main(args []string) int {
 // Run serves one client, printing rdma_server's lines to stdout and errors to stderr.
 func Run(ctx context.Context, o Options, stdout, stderr io.Writer) error {
 	out, errOut := tool.Output(stdout), tool.Output(stderr)
-	fmt.Fprintf(out, "rdma_server: start\n")
 	ctx, cancel := tool.WithTimeout(ctx, o.Timeout)
 	defer cancel()
-	err := run(ctx, &o)
+	// rdma_server prints its start line before it listens; softrnic once it does, so
+	// that a script may start the client when it sees the line.
+	started := false
+	start := func() {
+		if !started {
+			started = true
+			fmt.Fprintf(out, "rdma_server: start\n")
+		}
+	}
+	err := run(ctx, &o, start)
+	start()
 	ret := 0
 	if err != nil {
 		fmt.Fprintf(errOut, "rdma_server: %v\n", err)
@@ -123,7 +132,7 @@ func Run(ctx context.Context, o Options, stdout, stderr io.Writer) error {
 	return err
 }
 
-func run(ctx context.Context, o *Options) error {
+func run(ctx context.Context, o *Options, listening func()) error {
 	dev, t, err := tool.OpenCM(o.RoCE, o.Addr, "")
 	if dev != nil {
 		defer dev.Close()
@@ -141,6 +150,7 @@ func run(ctx context.Context, o *Options) error {
 		return fmt.Errorf("rdma_listen: %w", err)
 	}
 	defer ln.Close()
+	listening()
 	if o.Listening != nil {
 		o.Listening(ln.Addr())
 	}
