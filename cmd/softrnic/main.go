@@ -17,6 +17,7 @@ import (
 	"github.com/softrnic/softrnic/internal/tools/rdmaserver"
 	"github.com/softrnic/softrnic/internal/tools/rping"
 	"github.com/softrnic/softrnic/internal/tools/stat"
+	"github.com/softrnic/softrnic/internal/tools/udaddy"
 )
 
 // command is one subcommand of softrnic.
@@ -38,6 +39,7 @@ var commands = []command{
 	{"rdma-server", rdmaserver.Summary, rdmaserver.Main},
 	{"rping", rping.Summary, rping.Main},
 	{"stat", stat.Summary, stat.Main},
+	{"udaddy", udaddy.Summary, udaddy.Main},
 }
 
 func usage() {

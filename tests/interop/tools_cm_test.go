@@ -106,3 +106,29 @@ func TestToolsRdmaServerClient(t *testing.T) {
 		})
 	}
 }
+
+// TestToolsUdaddy: udaddy on rxe0 (UD over rdma_cm: an IB CM SIDR_REQ/SIDR_REP, then
+// SEND_WITH_IMM datagrams both ways) against softrnic udaddy in both roles. udaddy's port
+// is always 7174.
+func TestToolsUdaddy(t *testing.T) {
+	g := guest(t)
+	const flags = "-c 2 -C 20 -S 1000"
+	const serverDone = "receiving data transfers\nsending replies\ndata transfers complete\ntest complete\nreturn status 0\n"
+	const clientDone = "initiating data transfers\nreceiving data transfers\ndata transfers complete\ntest complete\nreturn status 0\n"
+	t.Run("guest-server", func(t *testing.T) {
+		record(t, PeerRxe, "udaddy "+flags+" (guest server)", "client")
+		args := append([]string{"udaddy", "-s", GuestRxeAddr, "--timeout", "60s"}, strings.Fields(flags)...)
+		r := guestServer(t, g, "udaddy -b "+GuestRxeAddr+" "+flags, ready{cmPort: 7174}, args, 90*time.Second)
+		if r.guestCode != 0 || r.hostCd != 0 || !strings.HasSuffix(r.guest, serverDone) || !strings.HasSuffix(r.host, clientDone) {
+			t.Fatalf("guest udaddy exit %d:\n%s\nsoftrnic exit %d:\n%s", r.guestCode, r.guest, r.hostCd, r.host)
+		}
+	})
+	t.Run("guest-client", func(t *testing.T) {
+		record(t, PeerRxe, "udaddy "+flags+" (guest client)", "server")
+		args := append([]string{"udaddy", "-b", HostRxeAddr, "--timeout", "60s"}, strings.Fields(flags)...)
+		r := hostServer(t, g, args, ready{marker: "udaddy: starting server"}, "udaddy -s "+HostRxeAddr+" "+flags, 90*time.Second)
+		if r.guestCode != 0 || r.hostCd != 0 || !strings.HasSuffix(r.guest, clientDone) || !strings.HasSuffix(r.host, serverDone) {
+			t.Fatalf("guest udaddy exit %d:\n%s\nsoftrnic exit %d:\n%s", r.guestCode, r.guest, r.hostCd, r.host)
+		}
+	})
+}
