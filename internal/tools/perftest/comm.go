@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"sync/atomic"
 
 	"github.com/softrnic/softrnic/rnic"
 	"github.com/softrnic/softrnic/rnic/cm"
@@ -189,8 +190,9 @@ func (e *sizeError) Error() string {
 
 // tcpComm is the exchange over TCP (ethernet_client_connect / ethernet_server_connect).
 type tcpComm struct {
-	c   net.Conn
-	end chan struct{}
+	c    net.Conn
+	end  chan struct{}
+	msgs atomic.Uint64 // messages received (the idle watchdog's progress)
 }
 
 func newTCPComm(c net.Conn) *tcpComm { return &tcpComm{c: c, end: make(chan struct{})} }
@@ -216,6 +218,7 @@ func (c *tcpComm) recv(ctx context.Context, n int) ([]byte, error) {
 		}
 		return nil, err
 	}
+	c.msgs.Add(1)
 	return b, nil
 }
 

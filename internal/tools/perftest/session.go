@@ -250,9 +250,12 @@ func (s *session) traffic() (n, naks uint64) {
 		n += st.TxBytes + st.RxBytes + st.TxSegments + st.RxSegments
 		return st
 	}
+	if tc, ok := s.comm.(*tcpComm); ok {
+		n += tc.msgs.Load()
+	}
 	qps := s.watched.Load()
 	if qps == nil {
-		return 0, 0
+		return n, 0
 	}
 	for i, q := range *qps {
 		st := count(q)
