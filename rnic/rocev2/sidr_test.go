@@ -181,3 +181,31 @@ func TestSIDRBacklog(t *testing.T) {
 	}
 	_ = l
 }
+
+// FuzzSIDRInput feeds arbitrary SIDR MAD data to an endpoint with a UD listener: no
+// panic, and the pending requests stay within the backlog.
+func FuzzSIDRInput(f *testing.F) {
+	req := roce.SIDRREQ{RequestID: 1, PKey: 0xffff, ServiceID: roce.ServiceID(roce.PortSpaceUDP, 7174)}
+	copy(req.PrivateData[:], roce.NewCMAHeader(cliAddr.Addr(), srvAddr.Addr(), 5000).Append(nil))
+	f.Add(uint16(roce.AttrSIDRREQ), req.Append(nil))
+	rep := roce.SIDRREP{RequestID: 1, QPN: 5, QKey: UDPQKey}
+	f.Add(uint16(roce.AttrSIDRREP), rep.Append(nil))
+	cli, srv := newPair(f, &pairOpts{noConnect: true})
+	_ = cli
+	l, err := ListenUD(srv.ep, ":7174", &CMConfig{Backlog: 4, AcceptTimeout: time.Millisecond})
+	if err != nil {
+		f.Fatal(err)
+	}
+	defer l.Close()
+	a := srv.ep.cm()
+	f.Fuzz(func(t *testing.T, attr uint16, data []byte) {
+		a.sidrInput(roce.MADHeader{AttrID: roce.AttrID(attr), TransactionID: 7}, data, cliAddr)
+		s := a.sidrState()
+		s.mu.Lock()
+		p := l.pending
+		s.mu.Unlock()
+		if p > 4 {
+			t.Fatalf("%d pending over a backlog of 4", p)
+		}
+	})
+}
