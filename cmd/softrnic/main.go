@@ -9,11 +9,15 @@ import (
 
 	"github.com/softrnic/softrnic/internal/daemon"
 	"github.com/softrnic/softrnic/internal/datconf"
+	"github.com/softrnic/softrnic/internal/tools/cmatose"
 	"github.com/softrnic/softrnic/internal/tools/demo"
 	"github.com/softrnic/softrnic/internal/tools/perftest"
 	"github.com/softrnic/softrnic/internal/tools/pingpong"
+	"github.com/softrnic/softrnic/internal/tools/rdmaclient"
+	"github.com/softrnic/softrnic/internal/tools/rdmaserver"
 	"github.com/softrnic/softrnic/internal/tools/rping"
 	"github.com/softrnic/softrnic/internal/tools/stat"
+	"github.com/softrnic/softrnic/internal/tools/udaddy"
 )
 
 // command is one subcommand of softrnic.
@@ -25,19 +29,23 @@ type command struct {
 
 // commands, in the order "softrnic help" lists them.
 var commands = []command{
+	{"cmatose", cmatose.Summary, cmatose.Main},
 	{"daemon", daemon.Summary, daemon.Main},
 	{"dat-conf", datconf.Summary, datconf.Main},
 	{"demo", demo.Summary, demo.Main},
 	{"perftest", perftest.Summary, perftest.Main},
 	{"pingpong", pingpong.Summary, pingpong.Main},
+	{"rdma-client", rdmaclient.Summary, rdmaclient.Main},
+	{"rdma-server", rdmaserver.Summary, rdmaserver.Main},
 	{"rping", rping.Summary, rping.Main},
 	{"stat", stat.Summary, stat.Main},
+	{"udaddy", udaddy.Summary, udaddy.Main},
 }
 
 func usage() {
 	fmt.Fprintln(os.Stderr, "usage: softrnic <command> [flags]\n\ncommands:")
 	for _, c := range commands {
-		fmt.Fprintf(os.Stderr, "  %-10s %s\n", c.name, c.summary)
+		fmt.Fprintf(os.Stderr, "  %-11s %s\n", c.name, c.summary)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"net"
 	"sync"
 
+	"github.com/softrnic/softrnic/mpa"
 	"github.com/softrnic/softrnic/rnic"
 )
 
@@ -162,6 +163,15 @@ func newConn(t *Transport, qp *rnic.QP, impl connImpl) *Conn {
 
 // Network returns "iwarp" or "rocev2".
 func (c *Conn) Network() string { return c.t.network }
+
+// MPA returns the MPA parameters an iWARP connection negotiated (revision, CRC, Markers,
+// peer-to-peer mode and RTR, IRD/ORD words); ok is false for RoCEv2.
+func (c *Conn) MPA() (p mpa.Params, ok bool) {
+	if iw, isIW := c.impl.(iwConn); isIW {
+		return iw.c.Params(), true
+	}
+	return p, false
+}
 
 // QP returns the connected queue pair.
 func (c *Conn) QP() *rnic.QP { return c.qp }

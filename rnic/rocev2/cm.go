@@ -229,6 +229,7 @@ type cmAgent struct {
 	tw        []*cmConn          // in Timewait, in the order they entered it
 	psn       roce.PSN
 	txbuf     []byte
+	sidr      *sidrAgent // UD service ID resolution (sidr.go), made on first use
 }
 
 // maxTimewait bounds the connections kept in Timewait; beyond it the oldest is
@@ -427,6 +428,8 @@ func (a *cmAgent) input(p *roce.Packet, from netip.AddrPort) {
 		if m, err := roce.ParseDREQ(data); err == nil {
 			a.onDREQ(h, &m, peer)
 		}
+	case roce.AttrSIDRREQ, roce.AttrSIDRREP:
+		a.sidrInput(h, data, peer)
 	case roce.AttrDREP:
 		if m, err := roce.ParseDREP(data); err == nil {
 			if c := a.match(m.RemoteCommID, m.LocalCommID, peer, false); c != nil {

@@ -109,6 +109,10 @@
 // QP numbers (rnic), comm IDs and starting PSNs are random per process, so a
 // restarted process does not meet its predecessor's stale entries.
 //
+// UD QPs are "connected" the way RDMA-CM does it in its UDP port space
+// (0x0111<<16 | port): service ID resolution, SIDR_REQ/SIDR_REP ([ListenUD],
+// [UDRequest.Accept], [ResolveUD]; sidr.go).
+//
 // A connection's end is reported by [Conn.Err] and in the QP's
 // EventDisconnected: [ErrPeerDisconnected], [ErrRetryExceeded], a
 // [*NAKError], [ErrCMTimeout], [ErrFirstMessageTimeout], a [*RejectError], a

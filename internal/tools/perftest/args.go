@@ -6,234 +6,384 @@ import (
 	"io"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/softrnic/softrnic/internal/tools/tool"
 )
 
 // Usage prints the command line's usage text.
 func Usage(w io.Writer) {
-	fmt.Fprint(w, `usage: softrnic perftest write|read|send [options]            (server)
-       softrnic perftest write|read|send [options] <server>   (client)
-  like ib_write_bw / ib_read_bw / ib_send_bw -R (perftest 6.06) over iWARP:
-	-R, --rdma_cm		connect with rdma_cm (always on; accepted for compatibility)
-	-s, --size n		message size (default 65536)
-	-n, --iters n		iterations (default 5000 for write, 1000 otherwise)
-	-D, --duration s	client write/read: run s seconds instead of -n iterations
+	fmt.Fprint(w, `usage: softrnic perftest <test> [options]            (server)
+       softrnic perftest <test> [options] <server>   (client)
+  tests (perftest 4.5 / version 6.06 protocol, either role):
+	write, read, send, atomic       ib_write_bw, ib_read_bw, ib_send_bw, ib_atomic_bw
+	write_lat, read_lat, send_lat   ib_write_lat, ib_read_lat, ib_send_lat
+  perftest's options:
+	-R, --rdma_cm		connect the data QPs with rdma_cm (always so over iWARP)
+	-z, --comm_rdma_cm	exchange over rdma_cm, data QPs connected by hand (RoCEv2)
+	-x, --gid-index n	GID index shown (softrnic has one GID: its IPv4 address)
+	-d, --ib-dev name	name of the softrnic device
+	-s, --size n		message size (K, M suffixes; default 65536, latency 2, atomic 8)
+	-a, --all		run sizes 2 B ... 8 MiB (both sides need it)
+	-n, --iters n		iterations per QP (default 5000 for write, else 1000)
+	-D, --duration s	run s seconds instead of -n (-f, --margin: warm-up seconds)
 	-p, --port n		port (default 18515)
-	-q, --qp n		number of QPs (only 1)
-	-t, --tx-depth n	send queue depth (default 128)
+	-q, --qp n		number of QPs (bandwidth tests)
+	-b, --bidirectional	bidirectional bandwidth
+	-t, --tx-depth n	send queue depth (default 128, latency 1)
 	-r, --rx-depth n	receive depth of send tests (default 512)
-	-Q, --cq-mod n		completion every n work requests (default 100)
-	-o, --outs n		outstanding reads (default 128)
+	-Q, --cq-mod n		completion every n work requests (default 100; 1 above 8 KiB)
+	-o, --outs n		outstanding reads/atomics (default 128)
+	-A, --atomic_type t	CMP_AND_SWAP or FETCH_AND_ADD (default)
+	-m, --mtu n		RoCEv2 MTU: 256 ... 4096
+	-u, --qp-timeout n	RoCEv2 ACK timeout exponent (default 14)
+	-N, --noPeak		do not compute the peak bandwidth
+	-U, -H			latency tests: print every sample unsorted / sorted
 	--report_gbits		report Gb/s instead of MB/s
-	--bind addr		server: listen on this address (default all)
-	--crc			request MPA CRC32c (siw follows the request)
-	--roce			RoCEv2 + IB CM (as perftest -R on rxe); write and read only;
-				the server needs --bind (its RoCE address)
+	--retry_count n		transport and RNR retries (default 7)
+	-F, -c RC, -i 1, -e, --disable_pcie_relaxed	accepted (no effect)
+  softrnic's options:
+	--roce			RoCEv2 (IB transport over UDP 4791, as perftest on rxe) instead of iWARP
+	--bind addr		server: listen on this address (RoCEv2: the link's address,
+				default the host's first IPv4 address)
+	--crc			request MPA CRC32c (iWARP; siw follows the request)
 	--timeout d		give up after the duration d (e.g. 60s)
-  ignored: -F, --CPU-freq, -d/--ib-dev, -x/--gid-index, -c RC, -i/--ib-port
+	--idle d		give up after d without a message or data from the peer (default 2m)
 `)
 }
 
-// ParseArgs parses perftest's getopt_long-style flags: the test first, then options and
-// the server's address for a client.
+var opts = []tool.Opt{
+	{Short: 'p', Long: "port", Arg: true}, {Short: 'd', Long: "ib-dev", Arg: true}, {Short: 'i', Long: "ib-port", Arg: true},
+	{Short: 'm', Long: "mtu", Arg: true}, {Short: 's', Long: "size", Arg: true}, {Short: 'n', Long: "iters", Arg: true},
+	{Short: 't', Long: "tx-depth", Arg: true}, {Short: 'u', Long: "qp-timeout", Arg: true}, {Short: 'S', Long: "sl", Arg: true},
+	{Short: 'x', Long: "gid-index", Arg: true}, {Short: 'a', Long: "all"}, {Short: 'F', Long: "CPU-freq"},
+	{Short: 'c', Long: "connection", Arg: true}, {Short: 'q', Long: "qp", Arg: true}, {Short: 'e', Long: "events"},
+	{Short: 'o', Long: "outs", Arg: true}, {Short: 'z', Long: "comm_rdma_cm"}, {Short: 'R', Long: "rdma_cm"},
+	{Short: 'r', Long: "rx-depth", Arg: true}, {Short: 'b', Long: "bidirectional"}, {Short: 'Q', Long: "cq-mod", Arg: true},
+	{Short: 'N', Long: "noPeak"}, {Short: 'V', Long: "version"}, {Short: 'C', Long: "report-cycles"},
+	{Short: 'H', Long: "report-histogrm"}, {Short: 'U', Long: "report-unsorted"}, {Short: 'A', Long: "atomic_type", Arg: true},
+	{Short: 'D', Long: "duration", Arg: true}, {Short: 'f', Long: "margin", Arg: true}, {Short: 'h', Long: "help"},
+	{Short: 'I', Long: "inline_size", Arg: true}, {Short: 'l', Long: "post_list", Arg: true},
+	{Long: "report_gbits"}, {Long: "retry_count", Arg: true}, {Long: "disable_pcie_relaxed"}, {Long: "dont_xchg_versions"},
+	{Long: "use-srq"}, {Long: "run_infinitely"}, {Long: "ipv6"},
+	{Long: "roce"}, {Long: "bind", Arg: true}, {Long: "crc"}, {Long: "timeout", Arg: true}, {Long: "idle", Arg: true},
+}
+
+// errHelp and errVersion ask Main to print the usage or the version (-h, -V).
+var (
+	errHelp    = errors.New("usage")
+	errVersion = errors.New("version")
+)
+
+// ParseArgs parses perftest's command line: the test first, then getopt_long options and,
+// for a client, the server's address, in any order.
 func ParseArgs(args []string) (Options, error) {
 	if len(args) == 0 {
-		return Options{}, errors.New("missing test: write, read or send")
+		return Options{}, errors.New("missing test: write, read, send, atomic, write_lat, read_lat or send_lat")
 	}
-	var v Verb
-	switch args[0] {
-	case "write", "ib_write_bw":
+	var (
+		v   Verb
+		lat bool
+	)
+	switch strings.TrimPrefix(args[0], "ib_") {
+	case "write", "write_bw":
 		v = Write
-	case "read", "ib_read_bw":
+	case "read", "read_bw":
 		v = Read
-	case "send", "ib_send_bw":
+	case "send", "send_bw":
 		v = Send
+	case "atomic", "atomic_bw":
+		v = Atomic
+	case "write_lat":
+		v, lat = Write, true
+	case "read_lat":
+		v, lat = Read, true
+	case "send_lat":
+		v, lat = Send, true
+	case "atomic_lat":
+		return Options{}, errors.New("atomic_lat is not supported (atomic bandwidth is: atomic)")
 	default:
-		return Options{}, fmt.Errorf("unknown test %q (want write, read or send)", args[0])
+		return Options{}, fmt.Errorf("unknown test %q (want write, read, send, atomic, write_lat, read_lat or send_lat)", args[0])
 	}
-	o := DefaultOptions(v)
-	long := map[string]byte{"size": 's', "iters": 'n', "port": 'p', "qp": 'q', "tx-depth": 't', "rx-depth": 'r',
-		"cq-mod": 'Q', "outs": 'o', "ib-dev": 'd', "gid-index": 'x', "connection": 'c', "ib-port": 'i', "duration": 'D'}
-	var positional []string
-	for i := 1; i < len(args); i++ {
-		a := args[i]
-		var name byte
-		var val string
-		hasVal := false
-		switch {
-		case strings.HasPrefix(a, "--"):
-			n, v, ok := strings.Cut(a[2:], "=")
-			switch n {
-			case "rdma_cm", "CPU-freq":
-				continue
-			case "report_gbits":
-				o.Gbits = true
-				continue
-			case "crc":
-				o.CRC = true
-				continue
-			case "roce":
-				o.RoCE = true
-				continue
-			case "timeout", "bind":
-				if !ok {
-					if i+1 >= len(args) {
-						return o, fmt.Errorf("option --%s needs a value", n)
-					}
-					i++
-					v = args[i]
-				}
-				if n == "bind" {
-					o.Bind = v
-					continue
-				}
-				d, err := tool.ParseDuration(n, v)
-				if err != nil {
-					return o, err
-				}
-				o.Timeout = d
-				continue
-			}
-			c, known := long[n]
-			if !known {
-				return o, fmt.Errorf("unknown option %s", a)
-			}
-			name, val, hasVal = c, v, ok
-		case len(a) >= 2 && a[0] == '-':
-			name = a[1]
-			switch name {
-			case 'R', 'F':
-				if len(a) > 2 {
-					return o, fmt.Errorf("unknown option %s", a)
-				}
-				continue
-			}
-			if len(a) > 2 {
-				val, hasVal = a[2:], true
-			}
-		default:
-			positional = append(positional, a)
-			continue
-		}
-		if !hasVal {
-			if i+1 >= len(args) {
-				return o, fmt.Errorf("option -%c needs a value", name)
-			}
-			i++
-			val = args[i]
-		}
-		if err := o.set(name, val); err != nil {
+	o := Defaults(v, lat)
+	found, operands, err := tool.Getopt(args[1:], opts)
+	if err != nil {
+		return o, err
+	}
+	for _, a := range found {
+		if err := o.set(a); err != nil {
 			return o, err
 		}
 	}
-	if len(positional) > 1 {
-		return o, fmt.Errorf("unexpected argument %q", positional[1])
+	switch len(operands) {
+	case 0:
+	case 1:
+		o.Peer = operands[0]
+	default:
+		return o, fmt.Errorf("unexpected argument %q", operands[1])
 	}
-	if len(positional) == 1 {
-		o.Peer = positional[0]
-	}
-	o.normalize()
-	return o, o.check()
+	o.parsing = true
+	err = o.normalize()
+	o.parsing = false
+	return o, err
 }
 
-// normalize applies perftest's force_dependecies: depths never exceed the iterations; CQ
-// moderation ≤ TX depth; an odd receive depth of a Send test is rounded up (perftest's
-// workaround). Applying it twice changes nothing.
-func (o *Options) normalize() {
-	if o.Duration == 0 {
-		o.TxDepth = min(o.TxDepth, o.Iters)
+// cInt parses an option's value as strtol(v, NULL, 0) does when the value is a whole
+// number: decimal, 0x hexadecimal or 0 octal.
+func cInt(a tool.Arg) (int, error) {
+	n, err := strconv.ParseInt(a.Value, 0, 64)
+	if err != nil {
+		return 0, fmt.Errorf("invalid %s %q", a.Name(), a.Value)
 	}
-	if o.Verb == Send {
-		o.RxDepth = min(o.RxDepth, o.Iters)
-		if o.RxDepth%2 == 1 {
-			o.RxDepth++
+	return int(n), nil
+}
+
+func (o *Options) set(a tool.Arg) error {
+	inRange := func(p *int, lo, hi int, what string) error {
+		n, err := cInt(a)
+		if err != nil {
+			return err
+		}
+		if n < lo || n > hi {
+			return fmt.Errorf("%s should be between %d and %d", what, lo, hi)
+		}
+		*p = n
+		return nil
+	}
+	switch a.Short {
+	case 'p':
+		return inRange(&o.Port, 0, 65535, "port")
+	case 'd':
+		o.Dev = a.Value
+	case 'i':
+		if n, err := cInt(a); err != nil || n != 1 {
+			return errors.New("softrnic devices have one port: -i 1")
+		}
+	case 'm':
+		return inRange(&o.MTU, 256, 4096, "MTU")
+	case 's':
+		return o.setSize(a)
+	case 'n':
+		return inRange(&o.Iters, MinIters, MaxIters, "Iteration num")
+	case 't':
+		return inRange(&o.TxDepth, 1, 15000, "Tx depth")
+	case 'u':
+		return inRange(&o.Timeout8, 0, 31, "QP Timeout")
+	case 'S':
+		return inRange(new(int), 0, 15, "Service Level")
+	case 'x':
+		return inRange(&o.GIDIndex, 0, 64, "Gid index")
+	case 'a':
+		o.All = true
+	case 'F', 'e':
+	case 'c':
+		if a.Value != "RC" {
+			return fmt.Errorf("connection type %s is not supported (only RC)", a.Value)
+		}
+	case 'q':
+		if o.Latency {
+			return errors.New("Multiple QPs only available on bw tests")
+		}
+		return inRange(&o.QPs, 1, MaxQPs, "num of Qps")
+	case 'o':
+		if o.Verb != Read && o.Verb != Atomic {
+			return errors.New("Setting Outstanding reads only available on READ verb")
+		}
+		return inRange(&o.OutReads, 1, 1<<30, "Outstanding Reads")
+	case 'z':
+		o.CommCM = true
+	case 'R':
+		o.RDMACM = true
+	case 'r':
+		if err := inRange(&o.RxDepth, 1, 16384, "Rx depth"); err != nil {
+			return err
+		}
+		if o.Verb != Send && o.RxDepth > 1 {
+			return errors.New("On RDMA verbs rx depth can be only 1")
+		}
+	case 'b':
+		if o.Latency {
+			return errors.New("Bidirectional is only available in BW test")
+		}
+		o.Bidir = true
+	case 'Q':
+		o.cqModSet = true
+		return inRange(&o.CQMod, 1, 1024, "CQ moderation")
+	case 'N':
+		if o.Latency {
+			return errors.New("NoPeak only valid for BW tests")
+		}
+		o.NoPeak = true
+	case 'V':
+		return errVersion
+	case 'C':
+		return errors.New("-C (report cycles) is not supported: softrnic reports in microseconds")
+	case 'H':
+		o.Histo = true
+	case 'U':
+		o.Unsorted = true
+	case 'A':
+		if o.Verb != Atomic {
+			return errors.New("You are not running the atomic_lat/bw test! To change the atomic action type, you must run one of the atomic tests")
+		}
+		switch a.Value {
+		case "CMP_AND_SWAP":
+			o.Atomic = CmpSwap
+		case "FETCH_AND_ADD":
+			o.Atomic = FetchAdd
+		default:
+			return errors.New("Invalid Atomic type! please choose from {CMP_AND_SWAP,FETCH_AND_ADD}")
+		}
+	case 'D':
+		return inRange(&o.Duration, 1, 1<<30, "Duration period")
+	case 'f':
+		return inRange(&o.Margin, 0, 1<<30, "Margin")
+	case 'h':
+		return errHelp
+	case 'I', 'l':
+		return fmt.Errorf("%s is not supported", a.Name())
+	}
+	switch a.Long {
+	case "report_gbits":
+		o.Gbits = true
+	case "retry_count":
+		return inRange(&o.Retry, 0, 7, "retry count")
+	case "disable_pcie_relaxed":
+		o.NoPCIeRO = true
+	case "dont_xchg_versions":
+		// perftest 4.5 then reads an empty peer version and always exits
+		return errors.New("--dont_xchg_versions: perftest 4.5 cannot run without the version exchange")
+	case "use-srq", "run_infinitely", "ipv6":
+		return fmt.Errorf("--%s is not supported", a.Long)
+	case "roce":
+		o.RoCE = true
+	case "crc":
+		o.CRC = true
+	case "bind":
+		o.Bind = a.Value
+	case "timeout", "idle":
+		d, err := tool.ParseDuration(a.Long, a.Value)
+		if err != nil {
+			return err
+		}
+		if a.Long == "idle" {
+			o.Idle = d
+		} else {
+			o.Timeout = d
 		}
 	}
-	o.CQMod = min(o.CQMod, o.TxDepth)
+	return nil
 }
 
-// check enforces the ranges and the rules between options.
-func (o *Options) check() error {
+// setSize parses -s: a number with an optional K or M suffix.
+func (o *Options) setSize(a tool.Arg) error {
+	v, factor := a.Value, 1
 	switch {
-	case o.Verb < Write || o.Verb > Send:
-		return fmt.Errorf("unknown test %d", o.Verb)
-	case o.Size < 1 || o.Size > MaxSize:
-		return fmt.Errorf("invalid size %d (range 1..%d)", o.Size, MaxSize)
-	case o.Iters < MinIters:
-		return fmt.Errorf("invalid iterations %d (at least %d)", o.Iters, MinIters)
+	case strings.HasSuffix(v, "K"):
+		v, factor = v[:len(v)-1], 1024
+	case strings.HasSuffix(v, "M"):
+		v, factor = v[:len(v)-1], 1024*1024
+	}
+	n, err := strconv.ParseInt(v, 0, 64)
+	if err != nil || n < 1 || n*int64(factor) > MaxSize-1 {
+		return fmt.Errorf("Message Size should be between 1 and %d", MaxSize-1)
+	}
+	o.Size, o.sizeSet = int(n)*factor, true
+	return nil
+}
+
+// normalize applies perftest's force_dependecies and refuses what softrnic or the
+// protocol cannot do, each with a one-line reason. Applying it twice changes nothing.
+func (o *Options) normalize() error {
+	switch {
+	case o.Verb < Write || o.Verb > Atomic:
+		return fmt.Errorf("unknown verb %d", o.Verb)
+	case o.Size < 1 || o.Size > MaxSize-1:
+		return fmt.Errorf("Message Size should be between 1 and %d", MaxSize-1)
+	case o.Duration == 0 && (o.Iters < MinIters || o.Iters > MaxIters):
+		return fmt.Errorf("Iteration num should be between %d and %d", MinIters, int(MaxIters))
 	case o.Port < 0 || o.Port > 65535:
 		return fmt.Errorf("invalid port %d", o.Port)
-	case o.TxDepth < 1 || o.RxDepth < 1 || o.CQMod < 1 || o.OutReads < 1:
-		return errors.New("queue depths, CQ moderation and outstanding reads must be positive")
-	case o.Duration > 0 && o.Verb == Send:
-		return errors.New("-D (duration) is supported for write and read tests only; use -n")
-	case o.RoCE && o.Verb == Send:
-		return errors.New("--roce: only write and read are supported")
-	case o.RoCE && o.Peer == "" && o.Bind == "":
-		return errors.New("--roce: the server needs --bind addr (its RoCE address)")
-	case o.RoCE && o.CRC:
-		return errors.New("--crc is an MPA option")
+	case o.QPs < 1 || o.QPs > MaxQPs:
+		return fmt.Errorf("num of Qps should be between 1 and %d", MaxQPs)
+	case o.Latency && o.QPs > 1:
+		return errors.New("Multiple QPs only available on bw tests")
+	case o.Latency && o.Bidir:
+		return errors.New("Bidirectional is only available in BW test")
+	case o.TxDepth < 1 || o.RxDepth < 1 || o.CQMod < 1:
+		return errors.New("queue depths and CQ moderation must be positive")
+	case o.Verb == Atomic && (o.All || o.Size != defSizeAtomic):
+		return errors.New("Message size cannot be changed for Atomic tests")
+	case o.Duration > 0 && o.All:
+		return errors.New("Duration mode currently doesn't support running on all sizes.")
+	}
+	if !o.parsing {
+		if err := o.supported(); err != nil {
+			return err
+		}
+	}
+	if o.MTU != 0 && o.MTU&(o.MTU-1) != 0 {
+		return fmt.Errorf("invalid MTU %d (256, 512, 1024, 2048 or 4096)", o.MTU)
+	}
+	if !o.RoCE {
+		o.RDMACM = true // iWARP QPs connect through rdma_cm only
+	}
+	if o.Duration == 0 {
+		o.TxDepth = min(o.TxDepth, o.Iters)
+		if o.Verb == Send {
+			o.RxDepth = min(o.RxDepth, o.Iters)
+		}
+	}
+	if o.Size > cqModLimit && !o.All && !o.cqModSet {
+		o.CQMod = 1
+	}
+	o.CQMod = min(o.CQMod, o.TxDepth)
+	if o.Verb == Send && o.RxDepth%2 == 1 && !o.All {
+		o.RxDepth++ // perftest's workaround for odd receive depths
+	}
+	if o.Verb == Read || o.Verb == Atomic {
+		if o.OutReads == 0 || o.OutReads > deviceMaxReads {
+			o.OutReads = deviceMaxReads
+		}
+	} else {
+		o.OutReads = 1
+	}
+	if o.Duration > 0 {
+		if o.Margin < 0 {
+			o.Margin = o.Duration / 4
+		}
+		if o.Duration <= 2*o.Margin {
+			return errors.New("please check that DURATION > 2*MARGIN")
+		}
 	}
 	return nil
 }
 
-func (o *Options) set(c byte, v string) error {
-	switch c {
-	case 'd', 'x', 'i':
-		return nil // device, GID index and port are meaningless here
-	case 'c':
-		if v != "RC" {
-			return fmt.Errorf("connection type %s is not supported (only RC)", v)
-		}
-		return nil
-	case 'D':
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 {
-			return fmt.Errorf("invalid -D %q", v)
-		}
-		if o.Verb == Send {
-			return errors.New("-D (duration) is supported for write and read tests only; use -n")
-		}
-		o.Duration = time.Duration(n) * time.Second
-		return nil
+// supported refuses, with a one-line reason, what the network cannot do. ParseArgs leaves
+// it to Run, so that the command exits 1 with the reason alone (not a usage error).
+func (o *Options) supported() error {
+	switch {
+	case o.Verb == Atomic && !o.RoCE:
+		return errors.New("atomic: iWARP has no atomics (siw implements none; use --roce)")
+	case o.RoCE && o.CRC:
+		return errors.New("--crc is an MPA (iWARP) option")
+	case !o.RoCE && o.MTU != 0:
+		return errors.New("-m: the MTU of iWARP is the TCP connection's")
+	case o.Verb == Send && !o.RoCE && o.RxDepth < 3:
+		// iWARP Send tests grant credits every rx_depth/3 receives: perftest divides by zero
+		return errors.New("Send over iWARP needs -r 3 or more (perftest's credits are sent every rx-depth/3 receives)")
 	}
-	n, err := strconv.Atoi(v)
-	if err != nil {
-		return fmt.Errorf("invalid -%c %q", c, v)
-	}
-	bad := func(lo, hi int) error {
-		if n < lo || n > hi {
-			return fmt.Errorf("invalid -%c %d (range %d..%d)", c, n, lo, hi)
-		}
-		return nil
-	}
-	var p *int
-	var lo, hi int
-	switch c {
-	case 's':
-		p, lo, hi = &o.Size, 1, MaxSize
-	case 'n':
-		p, lo, hi = &o.Iters, MinIters, 1<<31-1
-	case 'p':
-		p, lo, hi = &o.Port, 0, 65535
-	case 'q':
-		p, lo, hi = new(int), 1, 1
-	case 't':
-		p, lo, hi = &o.TxDepth, 1, 15000
-	case 'r':
-		p, lo, hi = &o.RxDepth, 1, 16384
-	case 'Q':
-		p, lo, hi = &o.CQMod, 1, 1024
-	case 'o':
-		p, lo, hi = &o.OutReads, 1, 128
-	default:
-		return fmt.Errorf("unknown option -%c", c)
-	}
-	if err := bad(lo, hi); err != nil {
-		return err
-	}
-	*p = n
 	return nil
 }
+
+// noPeak reports whether the peak bandwidth is not computed (and printed as 0.00): -N,
+// -D, a Send server (not bidirectional), or more than 20000 iterations.
+func (o *Options) noPeak() bool {
+	return o.NoPeak || o.Duration > 0 || (o.Verb == Send && o.Peer == "" && !o.Bidir) ||
+		(o.Duration == 0 && o.Iters > noPeakIters && !o.Latency)
+}
+
+// iwarp reports whether the test runs over iWARP.
+func (o *Options) iwarp() bool { return !o.RoCE }
+
+// commCM reports whether the exchange runs over an rdma_cm connection (-R or -z).
+func (o *Options) commCM() bool { return o.RDMACM || o.CommCM }

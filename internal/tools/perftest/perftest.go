@@ -2,23 +2,28 @@ package perftest
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"net"
+	"os"
 	"time"
 
 	"github.com/softrnic/softrnic/internal/tools/tool"
 )
 
 // Summary is the one-line description "softrnic help" prints.
-const Summary = "perftest ib_{write,read,send}_bw -R over iWARP: perftest write|read|send [-s size] [-n iters] [-p port] [server]"
+const Summary = "perftest ib_{write,read,send,atomic}_bw and ib_{write,read,send}_lat over iWARP or RoCEv2: perftest <test> [options] [server]"
 
-// Verb is the test: RDMA Write, RDMA Read or Send bandwidth.
+// Verb is the operation a test measures (perftest's VerbType).
 type Verb int
 
+// The verbs.
 const (
 	Write Verb = iota
 	Read
 	Send
+	Atomic
 )
 
 // String is perftest's name of the verb (testsStr).
@@ -28,84 +33,152 @@ func (v Verb) String() string {
 		return "RDMA_Write"
 	case Read:
 		return "RDMA_Read"
+	case Atomic:
+		return "Atomic"
 	}
 	return "Send"
 }
 
-// perftest defaults (perftest_parameters.h).
-// perftest defaults (perftest_parameters.h).
-const (
-	DefaultPort = 18515 // DEF_PORT
-	DefaultSize = 65536 // DEF_SIZE_BW
-	MinIters    = 5     // MIN_ITER
-	MaxSize     = 1 << 30
+// AtomicType is ib_atomic_bw's -A.
+type AtomicType int
 
-	defIters   = 1000 // DEF_ITERS
-	defItersWB = 5000 // DEF_ITERS_WB (write BW)
-	defTx      = 128  // DEF_TX_BW
-	defRxSend  = 512  // DEF_RX_SEND
-	defCQMod   = 100  // DEF_CQ_MOD
-	defOuts    = 128  // outstanding reads
-	commRecvs  = 4    // receives kept posted on the communication QP
-	commSlot   = 64   // bytes per communication receive buffer (messages are ≤ 56)
+// The atomic operations (perftest's atomicTypesStr order).
+const (
+	CmpSwap  AtomicType = iota // CMP_AND_SWAP: compare 0, swap 0
+	FetchAdd                   // FETCH_AND_ADD: add 1 (the default)
 )
 
-// Options are a test's settings. Start from DefaultOptions (the command line's defaults
-// for the verb); Run applies perftest's dependencies between them (force_dependecies).
+// String is perftest's name of the operation.
+func (a AtomicType) String() string {
+	if a == CmpSwap {
+		return "CMP_AND_SWAP"
+	}
+	return "FETCH_AND_ADD"
+}
+
+// perftest 4.5's defaults and limits (perftest_parameters.h).
+const (
+	DefaultPort = 18515   // DEF_PORT
+	DefaultSize = 65536   // DEF_SIZE_BW
+	MinIters    = 5       // MIN_ITER
+	MaxIters    = 1e8     // MAX_ITER
+	MaxSize     = 1 << 31 // -s is limited to UINT_MAX/2
+	MaxQPs      = 16384   // MAX_QP_NUM
+	AllMaxSize  = 1 << 23 // -a: 2 B … 8 MiB (MAX_SIZE)
+	DefaultIdle = 2 * time.Minute
+
+	defSizeLat    = 2    // DEF_SIZE_LAT
+	defSizeAtomic = 8    // DEF_SIZE_ATOMIC
+	defIters      = 1000 // DEF_ITERS
+	defItersWB    = 5000 // DEF_ITERS_WB (write BW)
+	defTxBW       = 128  // DEF_TX_BW
+	defTxLat      = 1    // DEF_TX_LAT
+	defRxSend     = 512  // DEF_RX_SEND
+	defCQMod      = 100  // DEF_CQ_MOD
+	defRetryCount = 7    // DEF_RETRY_COUNT
+	defQPTimeout  = 14   // DEF_QP_TIME
+	cqModLimit    = 8192 // MSG_SIZE_CQ_MOD_LIMIT: larger messages disable CQ moderation
+	noPeakIters   = 20000
+)
+
+// Options are a test's settings. Start from Defaults (the command line's defaults for a
+// test); Run applies perftest's dependencies between them (force_dependecies).
 type Options struct {
 	Verb     Verb
-	Peer     string        // client: the server's address; "" runs the server
-	Bind     string        // server: local address to listen on ("" all; required for RoCE)
-	Port     int           // -p (0: any free port, for a server)
-	Size     int           // -s: message size
-	Iters    int           // -n
-	Duration time.Duration // -D: client Write/Read tests run this long instead of -n
-	TxDepth  int           // -t
-	RxDepth  int           // -r (Send tests)
-	CQMod    int           // -Q
-	OutReads int           // -o
-	Gbits    bool          // --report_gbits
-	CRC      bool          // --crc: request MPA CRC32c
-	RoCE     bool          // --roce: RoCEv2 with the IB CM instead of iWARP
-	Timeout  time.Duration // --timeout: bound on the whole run (0: none)
-	Linger   time.Duration // client: wait for the server to close before disconnecting
+	Latency  bool       // a latency test (ib_*_lat) instead of a bandwidth test
+	Atomic   AtomicType // -A
+	Peer     string     // client: the server's address; "" runs the server
+	Bind     string     // server: local address to listen on (RoCEv2: the link's address)
+	Port     int        // -p (0: any free port, for a server)
+	Size     int        // -s: message size
+	Iters    int        // -n (per QP)
+	Duration int        // -D: seconds to run instead of -n
+	Margin   int        // -f: -D's warm-up and cool-down, seconds (-1: Duration/4)
+	All      bool       // -a: every size from 2 B to 8 MiB
+	Bidir    bool       // -b
+	QPs      int        // -q
+	TxDepth  int        // -t
+	RxDepth  int        // -r (Send tests)
+	CQMod    int        // -Q
+	OutReads int        // -o (0: the device's maximum)
+	GIDIndex int        // -x (-1: default)
+	MTU      int        // -m: MTU in bytes (0: the port's)
+	NoPeak   bool       // -N
+	Unsorted bool       // -U: latency tests print every sample
+	Histo    bool       // -H: latency tests print the sorted samples
+	Gbits    bool       // --report_gbits
+	Retry    int        // --retry_count
+	Timeout8 int        // -u: QP ACK timeout exponent
+	Dev      string     // -d: the name of the softrnic device
+	NoPCIeRO bool       // --disable_pcie_relaxed (printed only)
 
-	// Listening, if set, is called once the server listens, with its address (a
-	// *net.TCPAddr, or a *net.UDPAddr with the RDMA-CM port for RoCEv2).
+	RDMACM bool // -R: data connections with rdma_cm (always on over iWARP)
+	CommCM bool // -z: the exchange over rdma_cm, data QPs connected by hand (RoCEv2)
+	RoCE   bool // --roce: RoCEv2 (IB transport over UDP 4791) instead of iWARP
+	CRC    bool // --crc: request MPA CRC32c (iWARP)
+
+	Timeout time.Duration // --timeout: bound on the whole run (0: none)
+	Idle    time.Duration // --idle: give up after this long without a message or data from the peer (0: never)
+
+	// Listening, if set, is called once the server listens, with its address.
 	Listening func(net.Addr)
 
-	gotReport  func(bwReport)      // tests: the report printed at the end
+	parsing    bool                // normalize called by ParseArgs
+	cqModSet   bool                // -Q given
+	sizeSet    bool                // -s given
+	gotReport  func(bwReport)      // tests: each bandwidth report printed
+	gotLat     func(latReport)     // tests: each latency report printed
 	testCredit func(uint32) uint32 // tests: rewrite the credit the server sends
 }
 
-// DefaultOptions are the command line's defaults for a test of verb v (a server until
-// Peer is set).
-func DefaultOptions(v Verb) Options {
-	o := Options{Verb: v, Port: DefaultPort, Size: DefaultSize, Iters: defIters, TxDepth: defTx, RxDepth: 1,
-		CQMod: defCQMod, OutReads: defOuts, Linger: time.Second}
-	if v == Write {
+// Defaults are the command line's defaults for the test of verb v (a bandwidth test, or
+// a latency test with lat), as a server until Peer is set.
+func Defaults(v Verb, lat bool) Options {
+	o := Options{Verb: v, Latency: lat, Atomic: FetchAdd, Port: DefaultPort, Size: DefaultSize, Iters: defIters,
+		QPs: 1, TxDepth: defTxBW, RxDepth: 1, CQMod: defCQMod, GIDIndex: -1, Margin: -1, Retry: defRetryCount,
+		Timeout8: defQPTimeout, Dev: tool.DefaultDevice, Idle: DefaultIdle}
+	if lat {
+		o.Size, o.TxDepth = defSizeLat, defTxLat
+	} else if v == Write {
 		o.Iters = defItersWB
 	}
 	if v == Send {
 		o.RxDepth = defRxSend
 	}
+	if v == Atomic {
+		o.Size = defSizeAtomic
+	}
 	return o
 }
 
+// DefaultOptions are the defaults of the bandwidth test of verb v.
+func DefaultOptions(v Verb) Options { return Defaults(v, false) }
+
 // Main is the "softrnic perftest" command.
-func Main(args []string) int { return tool.Main("perftest", args, ParseArgs, Usage, Run) }
+func Main(args []string) int {
+	if _, err := ParseArgs(args); errors.Is(err, errHelp) {
+		Usage(os.Stdout)
+		return 0
+	} else if errors.Is(err, errVersion) {
+		fmt.Printf("Version: %s\n", version)
+		return 0
+	}
+	return tool.Main("perftest", args, ParseArgs, Usage, Run)
+}
 
 // Run runs one test in the role the options select, printing perftest's output to
 // stdout.
 func Run(ctx context.Context, o Options, stdout, _ io.Writer) error {
-	o.normalize()
-	if err := o.check(); err != nil {
+	if err := o.normalize(); err != nil {
 		return err
 	}
 	ctx, cancel := tool.WithTimeout(ctx, o.Timeout)
 	defer cancel()
 	s, err := newSession(o, tool.Output(stdout))
 	if err != nil {
+		if s != nil {
+			s.close()
+		}
 		return err
 	}
 	defer s.close()

@@ -6,254 +6,290 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"math/rand/v2"
+	"net"
 	"net/netip"
-	"runtime"
+	"sync/atomic"
 	"time"
 
 	"github.com/softrnic/softrnic/internal/tools/tool"
 	"github.com/softrnic/softrnic/rnic"
-	"github.com/softrnic/softrnic/rnic/iwarp"
+	"github.com/softrnic/softrnic/rnic/cm"
 	"github.com/softrnic/softrnic/rnic/rocev2"
 	"github.com/softrnic/softrnic/roce"
 )
 
-// session holds the verbs resources of one test (perftest's pingpong_context and the
-// communication context).
+// maxBuffer bounds the data buffer (2 × QPs × max(size, page)), which perftest
+// allocates whatever its size.
+const maxBuffer = 4 << 30
+
+// session holds the resources of one test (perftest's pingpong_context, the
+// communication context and the parameters that both sides agree on).
 type session struct {
-	o        Options
-	isServer bool
-	dev      *rnic.Device
-	pd       *rnic.PD
-	commCQ   *rnic.CQ
-	dataCQ   *rnic.CQ
-	commQP   *rnic.QP
-	dataQP   *rnic.QP
-	ep       *rocev2.Endpoint // --roce
-	ln       *listener        // server
-	commConn *conn
-	dataConn *conn
-	stdout   io.Writer
+	o      Options
+	server bool
+	out    io.Writer
+	laddr  netip.Addr // RoCEv2: the link's address
 
-	commRecv   []byte
-	commRecvMR *rnic.MR
-	commSend   []byte
-	commSendMR *rnic.MR
-	pending    [][]byte // received communication messages not yet consumed
-	commErr    error    // first failed completion on the communication QP
+	dev  *rnic.Device
+	t    *cm.Transport
+	ep   *rocev2.Endpoint // RoCEv2
+	pd   *rnic.PD
+	ln   *cm.Listener // server with rdma_cm
+	comm comm
 
-	buf      []byte // data buffer: Write target / Read source / Send source and sink
-	bufMR    *rnic.MR
-	credit   []byte // Send tests: credit counter (client: written by the server; server: source)
-	creditMR *rnic.MR
-
-	closeCtx   context.Context // run's context without the data-QP watch (finish)
 	remVersion float64
-	cycle      int
+	cycle      int // cycle buffer (page size), the larger of both sides'
 	cacheLine  int
-	my, rem    dest
-	wc         [64]rnic.Completion
+	mtu        int // negotiated ibv_mtu enum
+
+	qps     []*rnic.QP
+	conns   []*cm.Conn // -R
+	cq      *rnic.CQ   // every data QP's completions (wr_id: the QP's index)
+	buf     []byte     // 2·N slots of bufSize: send sources, then targets / receive buffers
+	mr      *rnic.MR
+	bufSize int      // BUFF_SIZE: max(size, cycle buffer)
+	ctrl    []byte   // iWARP Send: 2·N uint32: credit sources, then the peer-written credits
+	ctrlMR  *rnic.MR //
+	my, rem []dest   // per QP
+	wc      []rnic.Completion
+	stopWD  func()
+
+	bwIn     bwInput  // timestamp arrays, reused across -a sizes
+	delta    []cycles // latency scratch
+	latSends int      // latency tests: completions taken off the CQ ahead of their wait
+	latRecvs int
+
+	naksAfterRun atomic.Uint64              // 1 + the data QPs' NAKs when this side's transfers ended (0: running)
+	watched      atomic.Pointer[[]*rnic.QP] // the QPs the watchdog samples
 }
 
-func newSession(o Options, stdout io.Writer) (*session, error) {
-	s := &session{o: o, isServer: o.Peer == "", cycle: defPageSize, cacheLine: defCacheLn, stdout: stdout}
+// errIdle ends a run that heard nothing from the peer for Options.Idle.
+var errIdle = errors.New("nothing from the peer")
+
+func newSession(o Options, out io.Writer) (*session, error) {
+	s := &session{o: o, server: o.Peer == "", out: out, cycle: defPageSize, cacheLine: defCacheLn}
+	if err := s.open(); err != nil {
+		return s, err
+	}
 	var err error
-	fail := func(e error) (*session, error) { s.close(); return nil, e }
-	if s.dev, s.ep, err = tool.OpenDevice(o.RoCE, func() (netip.Addr, error) { return localAddr(&o) }); err != nil {
-		return fail(err)
-	}
 	if s.pd, err = s.dev.AllocPD(); err != nil {
-		return fail(err)
-	}
-	if s.commCQ, err = s.dev.CreateCQ(4 * commRecvs); err != nil {
-		return fail(err)
-	}
-	if s.dataCQ, err = s.dev.CreateCQ(o.TxDepth + o.RxDepth + 64); err != nil {
-		return fail(err)
-	}
-	if s.commQP, err = s.dev.CreateQP(s.pd, rnic.QPAttr{SendCQ: s.commCQ, RecvCQ: s.commCQ, Cap: rnic.QPCap{
-		MaxSendWR: commRecvs, MaxRecvWR: commRecvs, MaxSendSGE: 1, MaxRecvSGE: 1, MaxInline: commSlot}}); err != nil {
-		return fail(err)
-	}
-	if s.dataQP, err = s.dev.CreateQP(s.pd, rnic.QPAttr{SendCQ: s.dataCQ, RecvCQ: s.dataCQ, Cap: rnic.QPCap{
-		MaxSendWR: o.TxDepth + 16, MaxRecvWR: max(o.RxDepth, 1), MaxSendSGE: 1, MaxRecvSGE: 1, MaxInline: 8}}); err != nil {
-		return fail(err)
-	}
-	s.commRecv = make([]byte, commRecvs*commSlot)
-	if s.commRecvMR, err = s.pd.RegMR(s.commRecv, rnic.AccessLocalWrite); err != nil {
-		return fail(err)
-	}
-	s.commSend = make([]byte, commSlot)
-	if s.commSendMR, err = s.pd.RegMR(s.commSend, 0); err != nil {
-		return fail(err)
-	}
-	s.credit = make([]byte, 8)
-	if s.creditMR, err = s.pd.RegMR(s.credit, rnic.AccessLocalWrite|rnic.AccessRemoteWrite); err != nil {
-		return fail(err)
-	}
-	for i := 0; i < commRecvs; i++ {
-		if err := s.postCommRecv(i); err != nil {
-			return fail(err)
-		}
+		return s, err
 	}
 	return s, nil
 }
 
 func (s *session) close() {
-	s.dataConn.close()
-	s.commConn.close()
-	if s.ln != nil {
-		s.ln.close()
+	if s.stopWD != nil {
+		s.stopWD()
 	}
-	for _, q := range []*rnic.QP{s.dataQP, s.commQP} {
-		if q != nil {
-			_ = q.Destroy()
+	for _, c := range s.conns {
+		if c != nil {
+			_ = c.Close()
 		}
 	}
-	if s.ep != nil {
-		_ = s.ep.Close()
+	if s.comm != nil {
+		s.comm.close()
+	}
+	if s.ln != nil {
+		_ = s.ln.Close()
+	}
+	for _, q := range s.qps {
+		_ = q.Destroy()
+	}
+	if s.t != nil {
+		_ = s.t.Close()
 	}
 	if s.dev != nil {
 		_ = s.dev.Close()
 	}
 }
 
-// localAddr is the RoCE link's local address: --bind, else the route to the server.
-func localAddr(o *Options) (netip.Addr, error) {
-	if o.Bind != "" {
-		return tool.ParseIP("--roce: --bind", o.Bind)
-	}
-	return tool.RouteSource(o.Peer, roce.UDPPort)
-}
+func (s *session) printf(format string, args ...any) { fmt.Fprintf(s.out, format, args...) }
 
-func (s *session) printf(format string, args ...any) { fmt.Fprintf(s.stdout, format, args...) }
-
-func (s *session) postCommRecv(i int) error {
-	return s.commQP.PostRecv(&rnic.RecvWR{WRID: uint64(i), SGL: []rnic.SGE{s.commRecvMR.SGE(i*commSlot, commSlot)}})
-}
-
-// sendComm sends msg on the communication QP (inline: the buffer is free on return).
-func (s *session) sendComm(msg []byte) error {
-	n := copy(s.commSend, msg)
-	return s.commQP.PostSend(&rnic.SendWR{WRID: 1 << 32, Opcode: rnic.OpSend, Flags: rnic.Signaled | rnic.Inline,
-		SGL: []rnic.SGE{s.commSendMR.SGE(0, n)}})
-}
-
-// recvComm returns the next message received on the communication QP. A batch of
-// completions can hold the peer's last message followed by the flushes of the remaining
-// receives (perftest's server disconnects right after its closing-sync message); the
-// message is returned first and the error only when no message is left.
-func (s *session) recvComm(ctx context.Context) ([]byte, error) {
-	for len(s.pending) == 0 {
-		if s.commErr != nil {
-			return nil, s.commErr
-		}
-		n, err := s.commCQ.Wait(ctx, s.wc[:])
-		if err != nil {
-			if c := context.Cause(ctx); c != nil {
-				return nil, c
-			}
+// xchg is ctx_xchg_data: the client sends, then receives; the server receives, then
+// sends. The peer's message must be n bytes.
+func (s *session) xchg(ctx context.Context, msg []byte, n int) ([]byte, error) {
+	if !s.server {
+		if err := s.comm.send(msg); err != nil {
 			return nil, err
 		}
-		for _, wc := range s.wc[:n] {
-			if wc.Status != rnic.StatusSuccess {
-				if s.commErr == nil {
-					s.commErr = s.qpError(s.commQP, "communication QP", wc)
-				}
-				continue
-			}
-			if wc.Opcode != rnic.WCRecv || s.commErr != nil {
-				continue
-			}
-			i := int(wc.WRID)
-			if i < 0 || i >= commRecvs {
-				return nil, fmt.Errorf("bad receive completion %d", wc.WRID)
-			}
-			msg := append([]byte(nil), s.commRecv[i*commSlot:i*commSlot+min(int(wc.ByteLen), commSlot)]...)
-			s.pending = append(s.pending, msg)
-			if err := s.postCommRecv(i); err != nil {
-				s.commErr = err
-			}
-		}
+		return s.comm.recv(ctx, n)
 	}
-	m := s.pending[0]
-	s.pending = s.pending[1:]
-	return m, nil
-}
-
-// xchg is ctx_xchg_data / ctx_hand_shake over rdma_cm: the client sends, then receives;
-// the server receives, then sends.
-func (s *session) xchg(ctx context.Context, msg []byte) ([]byte, error) {
-	if !s.isServer {
-		if err := s.sendComm(msg); err != nil {
-			return nil, err
-		}
-		return s.recvComm(ctx)
-	}
-	r, err := s.recvComm(ctx)
+	r, err := s.comm.recv(ctx, n)
 	if err != nil {
 		return nil, err
 	}
-	return r, s.sendComm(msg)
+	return r, s.comm.send(msg)
 }
 
-// handshake exchanges pingpong_dest messages (ctx_hand_shake) and returns the peer's.
-func (s *session) handshake(ctx context.Context, my *dest) (dest, error) {
-	r, err := s.xchg(ctx, my.Append(nil))
+// hs is ctx_hand_shake: a pingpong_dest each way, binary over rdma_cm, ASCII over TCP.
+func (s *session) hs(ctx context.Context, my *dest) (dest, error) {
+	if s.o.commCM() {
+		r, err := s.xchg(ctx, my.Append(nil), destLen)
+		if err != nil {
+			return dest{}, err
+		}
+		return parseDest(r)
+	}
+	r, err := s.xchg(ctx, my.AppendText(nil), textDestGIDLen)
 	if err != nil {
 		return dest{}, err
 	}
-	return parseDest(r)
+	return parseTextDest(r)
 }
 
-// qpError explains a failed completion on q.
-func (s *session) qpError(q *rnic.QP, which string, wc rnic.Completion) error {
-	select {
-	case <-q.Done():
-	case <-time.After(2 * time.Second):
+// sync is a handshake whose content does not matter (the rdma_cm syncs, "after RTR", the
+// per-size syncs, the closing one): it exchanges dest[0].
+func (s *session) sync(ctx context.Context, what string) error {
+	if _, err := s.hs(ctx, &s.my[0]); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
 	}
-	var te *iwarp.TermError
-	if err := q.Err(); errors.As(err, &te) {
-		dir := "received"
-		if te.Sent {
-			dir = "sent"
-		}
-		return fmt.Errorf("%s: completion %v status %v: Terminate %s: %v", which, wc.Opcode, wc.Status, dir, te.TerminateError)
-	} else if err != nil {
-		return fmt.Errorf("%s: completion %v status %v: %v", which, wc.Opcode, wc.Status, err)
-	}
-	return fmt.Errorf("%s: completion %v status %v (peer disconnected)", which, wc.Opcode, wc.Status)
+	return nil
 }
 
+// run is the common part of every test (the mains of perftest's *_bw.c and *_lat.c up to
+// the test-specific exchange), then the test.
 func (s *session) run(ctx context.Context) error {
-	o := s.o
-	// The communication connection (establish_connection).
-	if s.isServer {
-		host := o.Bind
-		if host == "" {
-			host = "0.0.0.0"
+	o := &s.o
+	if o.Verb == Read || o.Verb == Atomic {
+		// perftest's ctx_set_max_inline, finding no inline support on the device for
+		// these verbs, prints a result line (and a note on stderr) before anything else
+		s.printf("%s", resultLine)
+	}
+	if err := s.connectComm(ctx); err != nil {
+		return err
+	}
+	// From here every wait on the peer ends after o.Idle without a message or data.
+	s.watchQPs()
+	ctx, s.stopWD = s.watch(ctx)
+	if err := s.exchangeSystem(ctx); err != nil {
+		return err
+	}
+	if err := s.alloc(); err != nil {
+		return err
+	}
+	s.my = make([]dest, len(s.qps)) // zeroes until set_up_connection
+	s.rem = make([]dest, len(s.qps))
+	if o.RDMACM {
+		// create_rdma_cm_connection: a sync, the data connections, a sync.
+		var zero dest
+		if _, err := s.hs(ctx, &zero); err != nil {
+			return fmt.Errorf("Failed to sync between client and server before creating RDMA CM connection: %w", err)
 		}
-		ln, err := listen(s.dev, s.ep, host, &s.o)
-		if err != nil {
-			return fmt.Errorf("rdma_bind_addr: %w", err)
+		if err := s.connectData(ctx); err != nil {
+			return err
 		}
-		s.ln = ln
-		if o.Listening != nil {
-			o.Listening(ln.addr())
-		}
-		s.printf("\n************************************\n* Waiting for client to connect... *\n************************************\n")
-		if s.commConn, err = ln.accept(ctx, s.commQP, 1); err != nil {
-			return fmt.Errorf("communication connection: %w", err)
-		}
-	} else {
-		var err error
-		if s.commConn, err = dial(ctx, s.ep, s.commQP, &s.o, 1); err != nil {
-			return fmt.Errorf("communication connection: %w", err)
+		if _, err := s.hs(ctx, &zero); err != nil {
+			return fmt.Errorf("Failed to sync between client and server after creating RDMA CM connection: %w", err)
 		}
 	}
-	// exchange_versions, check_version_compatibility, check_sys_data, check_mtu.
-	r, err := s.xchg(ctx, versionMsg(version))
+	s.setUp()
+	var err error
+	switch {
+	case o.Latency:
+		err = s.runLatency(ctx)
+	case o.Verb == Send:
+		err = s.runSendBW(ctx)
+	default:
+		err = s.runBW(ctx)
+	}
+	if err != nil {
+		return err
+	}
+	s.disconnect()
+	return nil
+}
+
+// watch bounds the waits on the peer: ctx ends with errIdle after o.Idle without a
+// message on the exchange or a byte on a data QP, and with errExtraSends when, after this
+// side's run, its data QPs refuse more messages from the peer (RNR NAKs: the peer runs a
+// larger -n). A goroutine samples the QPs' counters every 250 ms.
+func (s *session) watch(ctx context.Context) (context.Context, func()) {
+	wctx, cancel := context.WithCancelCause(ctx)
+	done := make(chan struct{})
+	idle := fmt.Errorf("%w for %v: it may run another test or other options (perftest has no negotiation)", errIdle, s.o.Idle)
+	go func() {
+		t := time.NewTicker(250 * time.Millisecond)
+		defer t.Stop()
+		last, _ := s.traffic()
+		lastMove := time.Now()
+		for {
+			select {
+			case <-t.C:
+			case <-done:
+				return
+			}
+			n, naks := s.traffic()
+			if base := s.naksAfterRun.Load(); base > 0 && naks > base-1 {
+				cancel(errExtraSends)
+				return
+			}
+			if n != last {
+				last, lastMove = n, time.Now()
+			} else if s.o.Idle > 0 && time.Since(lastMove) > s.o.Idle {
+				cancel(idle)
+				return
+			}
+		}
+	}()
+	return wctx, func() { close(done); cancel(nil) }
+}
+
+// errExtraSends reports Sends beyond this side's iterations.
+var errExtraSends = errors.New("the peer sent more messages than this side's -n (refused with RNR NAKs): both sides need the same -n")
+
+// traffic sums the bytes and segments every QP of the session has moved, and the NAKs
+// its data QPs sent.
+func (s *session) traffic() (n, naks uint64) {
+	count := func(q *rnic.QP) rnic.Stats {
+		if q == nil {
+			return rnic.Stats{}
+		}
+		st := q.Counters().Snapshot()
+		n += st.TxBytes + st.RxBytes + st.TxSegments + st.RxSegments
+		return st
+	}
+	if tc, ok := s.comm.(*tcpComm); ok {
+		n += tc.msgs.Load()
+	}
+	qps := s.watched.Load()
+	if qps == nil {
+		return n, 0
+	}
+	for i, q := range *qps {
+		st := count(q)
+		if i > 0 {
+			naks += st.NAKs
+		}
+	}
+	return n, naks
+}
+
+// watchQPs hands the watchdog the exchange's QP (first; a zero QP over TCP) and the data
+// QPs.
+func (s *session) watchQPs() {
+	qps := make([]*rnic.QP, 0, 1+len(s.qps))
+	if rc, ok := s.comm.(*rdmaComm); ok {
+		qps = append(qps, rc.qp)
+	} else {
+		qps = append(qps, nil)
+	}
+	qps = append(qps, s.qps...)
+	s.watched.Store(&qps)
+}
+
+// ranOut marks the end of this side's data transfer: from now on a NAK from a data QP
+// means the peer sends more than expected.
+func (s *session) ranOut() {
+	_, naks := s.traffic()
+	s.naksAfterRun.Store(naks + 1)
+}
+
+// exchangeSystem is exchange_versions, check_version_compatibility, check_sys_data and
+// check_mtu.
+func (s *session) exchangeSystem(ctx context.Context) error {
+	r, err := s.xchg(ctx, versionMsg(version), versionLen)
 	if err != nil {
 		return fmt.Errorf("version exchange: %w", err)
 	}
@@ -262,520 +298,234 @@ func (s *session) run(ctx context.Context) error {
 		return err
 	}
 	if f < minVersion {
-		return fmt.Errorf("peer perftest version %q is older than %.2f (not supported, as in perftest)", rv, minVersion)
+		return fmt.Errorf("Current implementation is not compatible with versions older than %.2f (the peer is %q)", minVersion, rv)
 	}
 	s.remVersion = f
-	for _, p := range []*int{&s.cycle, &s.cacheLine} {
-		r, err := s.xchg(ctx, int32Msg(*p))
-		if err != nil {
-			return fmt.Errorf("system data exchange: %w", err)
-		}
-		v, err := parseInt32(r)
-		if err != nil {
-			return err
-		}
-		*p = max(*p, v)
-	}
-	mtu := mtuEnum1024
-	if r, err = s.xchg(ctx, mtuMsg(mtu)); err != nil {
-		return fmt.Errorf("MTU exchange: %w", err)
-	}
-	if m := parseMTU(r); m != 0 {
-		mtu = min(mtu, m)
-	}
-	// The data buffer: BUFF_SIZE(size, cycle buffer).
-	s.buf = make([]byte, max(o.Size, s.cycle))
-	for i := range s.buf {
-		s.buf[i] = byte(i)
-	}
-	if s.bufMR, err = s.pd.RegMR(s.buf, rnic.AccessLocalWrite|rnic.AccessRemoteRead|rnic.AccessRemoteWrite); err != nil {
-		return err
-	}
-	// create_rdma_cm_connection: a handshake, the data connection, a handshake.
-	var zero dest
-	if _, err := s.handshake(ctx, &zero); err != nil {
-		return fmt.Errorf("sync before the data connection: %w", err)
-	}
-	if err := s.connectData(ctx); err != nil {
-		return fmt.Errorf("data connection: %w", err)
-	}
-	// From here an error on the data QP ends waits on the communication QP, except in the
-	// closing sync (finish), when the peer may already be tearing the data connection down.
-	s.closeCtx = ctx
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	go func() {
-		select {
-		case <-s.dataQP.Done():
-			err := s.dataQP.Err()
-			if err == nil {
-				err = errors.New("data connection closed")
+	if f >= 5.32 {
+		for _, p := range []*int{&s.cycle, &s.cacheLine} {
+			r, err := s.xchg(ctx, int32Msg(*p), 4)
+			if err != nil {
+				return fmt.Errorf("system data exchange: %w", err)
 			}
-			cancel(fmt.Errorf("data QP: %w", err))
-		case <-ctx.Done():
-		}
-	}()
-	if _, err := s.handshake(ctx, &zero); err != nil {
-		return fmt.Errorf("sync after the data connection: %w", err)
-	}
-	// set_up_connection.
-	s.my = dest{QPN: s.dataQP.Num(), PSN: rand.Uint32() & 0xffffff, RKey: s.bufMR.RKey(), VAddr: s.bufMR.Addr(),
-		OutReads: uint32(o.OutReads), GIDIndex: 0xffffffff}
-	if o.Verb == Send {
-		// iWARP has no RNR retry: the receiver grants credits (ctx_alloc_credit).
-		s.my.RKey, s.my.VAddr = s.creditMR.RKey(), s.creditMR.Addr()
-	}
-	s.printInfo(mtu)
-	if o.Verb == Send {
-		return s.runSend(ctx)
-	}
-	return s.runRDMA(ctx)
-}
-
-// connectData makes the data connection: the server accepts the next request on its
-// listener (perftest listens again on the same port); the client retries as
-// rdma_cm_client_connection does (10 times, 100 ms apart) while the server gets ready.
-func (s *session) connectData(ctx context.Context) error {
-	depth := 1
-	if s.o.Verb == Read {
-		depth = s.o.OutReads
-	}
-	if s.isServer {
-		var err error
-		s.dataConn, err = s.ln.accept(ctx, s.dataQP, s.dev.Config().MaxIRD)
-		return err
-	}
-	var err error
-	for i := 0; i < 10; i++ {
-		if s.dataConn, err = dial(ctx, s.ep, s.dataQP, &s.o, depth); err == nil {
-			return nil
-		}
-		if ctx.Err() != nil || s.dataQP.State() != rnic.QPIdle {
-			break
-		}
-		select {
-		case <-time.After(100 * time.Millisecond):
-		case <-ctx.Done():
+			v, _ := parseInt32(r)
+			*p = max(*p, v)
 		}
 	}
-	return err
-}
-
-func (s *session) printInfo(mtu int) {
-	o := s.o
-	s.printf("%s                    %v BW Test\n", resultLine, o.Verb)
-	s.printf(" Dual-port       : OFF\t\tDevice         : %s\n", s.dev.Name())
-	tt := "IW"
-	if o.RoCE {
-		tt = "IB"
-	}
-	s.printf(" Number of qps   : 1\t\tTransport type : %s\n", tt)
-	s.printf(" Connection type : RC\t\tUsing SRQ      : OFF\n")
-	if !s.isServer || o.Verb == Send {
-		s.printf(" TX depth        : %d\n", o.TxDepth)
-	}
-	if o.Verb == Send {
-		s.printf(" RX depth        : %d\n", o.RxDepth)
-	}
-	s.printf(" CQ Moderation   : %d\n", o.CQMod)
-	s.printf(" Mtu             : %d[B]\n", 128<<mtu)
-	s.printf(" Link type       : Ethernet\n")
-	if o.Verb == Read {
-		s.printf(" Outstand reads  : %d\n", o.OutReads)
-	}
-	s.printf(" rdma_cm QPs\t : ON\n Data ex. method : rdma_cm\n")
-	if p, ok := s.dataConn.mpa(); ok {
-		s.printf(" MPA             : rev %d, CRC %v, IRD %d ORD %d\n", p.Rev, p.CRC, p.IRD, p.ORD)
-	}
-	s.printf("%s", resultLine)
-}
-
-const resultLine = "---------------------------------------------------------------------------------------\n"
-
-func (s *session) printDest(side string, d *dest) {
-	s.printf(" %s address: LID %#04x QPN %#06x PSN %#06x", side, d.LID, d.QPN, d.PSN)
-	if s.o.Verb == Read {
-		s.printf(" OUT %#04x", d.OutReads)
-	}
-	s.printf(" RKey %#08x VAddr %#016x\n", d.RKey, d.VAddr)
-}
-
-func (s *session) printHeader() {
-	if s.o.Gbits {
-		s.printf("%s #bytes     #iterations    BW peak[Gb/sec]    BW average[Gb/sec]   MsgRate[Mpps]\n", resultLine)
-	} else {
-		s.printf("%s #bytes     #iterations    BW peak[MB/sec]    BW average[MB/sec]   MsgRate[Mpps]\n", resultLine)
-	}
-}
-
-// printReport prints a report line in perftest's format (REPORT_FMT, or REPORT_FMT_EXT
-// for averages below 0.1 Gb/s).
-func (s *session) printReport(r bwReport) {
-	if s.o.gotReport != nil {
-		s.o.gotReport(r)
-	}
-	if s.o.Gbits && r.Avg < 0.1 {
-		s.printf(" %-7d    %d           %-7.6f            %-7.6f            %-7.6f\n", r.Size, r.Iters, r.Peak, r.Avg, r.MsgRateAvg)
-		return
-	}
-	s.printf(" %-7d    %-10d       %-7.2f            %-7.2f\t\t   %-7.6f\n", r.Size, r.Iters, r.Peak, r.Avg, r.MsgRateAvg)
-}
-
-// bwMeter turns completion times into perftest's report: the average over the whole run
-// and the peak, here the best rate over any interval between two completions.
-type bwMeter struct {
-	size       int
-	gbits      bool
-	start, end time.Time
-	last       time.Time
-	peak       float64 // bytes per second
-}
-
-func (m *bwMeter) begin(t time.Time) { m.start, m.last = t, t }
-
-// done records that n messages completed at t.
-func (m *bwMeter) done(n uint64, t time.Time) {
-	if d := t.Sub(m.last).Seconds(); d > 0 {
-		m.peak = max(m.peak, float64(n)*float64(m.size)/d)
-	}
-	m.last, m.end = t, t
-}
-
-func (m *bwMeter) report(iters uint64) bwReport {
-	unit := float64(0x100000) // MB/s as perftest counts them
-	if m.gbits {
-		unit = 125e6
-	}
-	r := bwReport{Size: uint64(m.size), Iters: iters}
-	if d := m.end.Sub(m.start).Seconds(); d > 0 {
-		r.Avg = float64(iters) * float64(m.size) / d / unit
-		r.MsgRateAvg = float64(iters) / d / 1e6
-	}
-	r.Peak = max(m.peak/unit, r.Avg)
-	return r
-}
-
-// runRDMA is the RDMA Write / RDMA Read test after set_up_connection.
-func (s *session) runRDMA(ctx context.Context) error {
-	rem, err := s.handshake(ctx, &s.my)
-	if err != nil {
-		return fmt.Errorf("key exchange: %w", err)
-	}
-	s.printDest("local", &s.my)
-	if rem, err = s.handshake(ctx, &s.my); err != nil {
-		return fmt.Errorf("key exchange: %w", err)
-	}
-	s.rem = rem
-	s.printDest("remote", &s.rem)
-	if _, err := s.handshake(ctx, &s.my); err != nil { // "additional handshake after RTR"
-		return fmt.Errorf("sync after RTR: %w", err)
-	}
-	s.printHeader()
-	var mine bwReport
-	if s.isServer {
-		// The server only waits for the client to finish.
-		if _, err := s.handshake(ctx, &s.my); err != nil {
-			return fmt.Errorf("waiting for the client's test: %w", err)
+	s.mtu = s.portMTU()
+	if f >= 5.1 {
+		n := 2
+		if f < 5.31 {
+			n = 4
 		}
-	} else {
-		if mine, err = s.postRDMA(ctx); err != nil {
-			return err
-		}
-		s.printReport(mine)
-		s.printf("%s", resultLine)
-		if _, err := s.handshake(ctx, &s.my); err != nil {
-			return fmt.Errorf("sync after the test: %w", err)
-		}
-	}
-	// xchg_bw_reports; the server prints the client's.
-	var theirs bwReport
-	for i, m := range mine.messages(s.remVersion) {
-		r, err := s.xchg(ctx, m)
+		msg := make([]byte, n)
+		copy(msg, mtuMsg(s.mtu))
+		r, err := s.xchg(ctx, msg, n)
 		if err != nil {
-			return fmt.Errorf("report exchange: %w", err)
+			return fmt.Errorf("MTU exchange: %w", err)
 		}
-		if err := theirs.setField(i, r, s.remVersion); err != nil {
-			return err
-		}
-	}
-	if s.isServer {
-		s.printReport(theirs)
-	}
-	return s.finish(ctx)
-}
-
-// finish is ctx_close_connection and the teardown. The client gives the server a moment
-// (linger) to close the communication connection itself, as perftest servers do, because
-// siw fails a SEND whose connection closes before its transmit thread has reported it
-// complete (siw_sq_flush: IBV_WC_LOC_QP_OP_ERR), which makes perftest's server exit 1
-// after its final message; then it disconnects both connections. The server waits (at
-// most 5 s each) for the client's disconnects.
-//
-// The closing sync waits on the context without the data-QP watch: a perftest server
-// destroys its data QP right after answering it, and that disconnect can overtake the
-// answer on the communication connection.
-func (s *session) finish(ctx context.Context) error {
-	if s.closeCtx != nil {
-		ctx = s.closeCtx
-	}
-	if _, err := s.handshake(ctx, &s.my); err != nil {
-		return fmt.Errorf("closing sync: %w", err)
-	}
-	if s.isServer {
-		s.printf("%s", resultLine)
-	} else {
-		select {
-		case <-s.commQP.Done():
-		case <-time.After(s.o.Linger):
-		}
-	}
-	for _, q := range []*rnic.QP{s.dataQP, s.commQP} {
-		if !s.isServer {
-			q.Disconnect()
-		}
-		select {
-		case <-q.Done():
-		case <-time.After(5 * time.Second):
+		if m := parseMTU(r); m != 0 && m < s.mtu {
+			s.mtu = m
 		}
 	}
 	return nil
 }
 
-// postRDMA posts iters RDMA Writes or Reads of size bytes to the server's buffer, at most
-// TX depth outstanding, a completion requested every CQ-moderation WRs and on the last
-// (run_iter_bw). Unlike perftest it does not walk the remote address through the cycle
-// buffer (that only matters for CPU caches).
-func (s *session) postRDMA(ctx context.Context) (bwReport, error) {
-	o := s.o
-	op := rnic.OpWrite
-	if o.Verb == Read {
-		op = rnic.OpRead
+// portMTU is the port's active MTU as an ibv_mtu enum: the RoCEv2 endpoint's, and 1024 on
+// iWARP (siw's for a 1500-byte netdev).
+func (s *session) portMTU() int {
+	if s.ep != nil {
+		return int(s.ep.Config().MTU)
 	}
-	wr := rnic.SendWR{Opcode: op, SGL: []rnic.SGE{s.bufMR.SGE(0, o.Size)}, RemoteAddr: s.rem.VAddr, RKey: s.rem.RKey}
-	m := bwMeter{size: o.Size, gbits: o.Gbits}
-	iters, depth, mod := uint64(o.Iters), uint64(o.TxDepth), uint64(o.CQMod)
-	var scnt, ccnt, lastSig uint64
-	start := time.Now()
-	m.begin(start)
-	if o.Duration > 0 {
-		// -D: post until the time is up, then count what the last completion covers
-		// (the unsignaled tail finishes before the disconnect but is not counted).
-		iters = math.MaxUint64
-	}
-	for ccnt < iters {
-		for scnt < iters && scnt-ccnt < depth {
-			if o.Duration > 0 && time.Since(start) >= o.Duration {
-				iters = lastSig
-				break
-			}
-			wr.Flags = 0
-			if (scnt+1)%mod == 0 || scnt+1 == iters {
-				wr.Flags = rnic.Signaled
-				wr.WRID = scnt + 1 - lastSig // how many WRs this completion covers
-				lastSig = scnt + 1
-			}
-			if err := s.dataQP.PostSend(&wr); err != nil {
-				return bwReport{}, fmt.Errorf("post send (scnt=%d): %w", scnt, err)
-			}
-			scnt++
-		}
-		if ccnt >= iters {
-			break
-		}
-		n, err := s.dataCQ.Wait(ctx, s.wc[:])
-		if err != nil {
-			return bwReport{}, fmt.Errorf("poll CQ (ccnt=%d): %w", ccnt, causeOf(ctx, err))
-		}
-		now := time.Now()
-		for _, wc := range s.wc[:n] {
-			if wc.Status != rnic.StatusSuccess {
-				return bwReport{}, s.qpError(s.dataQP, "data QP", wc)
-			}
-			ccnt += wc.WRID
-			m.done(wc.WRID, now)
-		}
-	}
-	return m.report(ccnt), nil
+	return int(roce.MTU1024)
 }
 
-// causeOf prefers the cancellation cause of ctx to err.
-func causeOf(ctx context.Context, err error) error {
-	if c := context.Cause(ctx); c != nil {
-		return c
+// alloc creates the data QPs, CQs and the buffer (alloc_ctx, ctx_init): one buffer of
+// 2·N slots of BUFF_SIZE(size, cycle buffer) bytes, registered with the rights the test
+// needs (create_single_mr), so that a peer running another verb is refused by the RNIC.
+func (s *session) alloc() error {
+	o := &s.o
+	n := o.QPs
+	size := o.Size
+	if o.All {
+		size = AllMaxSize
 	}
-	return err
-}
-
-// runSend is the Send test after set_up_connection.
-func (s *session) runSend(ctx context.Context) error {
-	o := s.o
-	rem, err := s.handshake(ctx, &s.my) // keys (the credit buffers)
-	if err != nil {
-		return fmt.Errorf("key exchange: %w", err)
+	s.bufSize = max(size, s.cycle)
+	if total := 2 * n * s.bufSize; total > maxBuffer || total < 0 {
+		return fmt.Errorf("%d QPs of %d bytes need a %d-byte buffer (2 × QPs × max(size, %d)); the limit is %d", n, size, total, s.cycle, maxBuffer)
 	}
-	if _, err := s.handshake(ctx, &s.my); err != nil { // where ctx_connect would be
-		return fmt.Errorf("sync: %w", err)
-	}
-	s.printDest("local", &s.my)
-	if rem, err = s.handshake(ctx, &s.my); err != nil {
-		return fmt.Errorf("key exchange: %w", err)
-	}
-	s.rem = rem
-	s.printDest("remote", &s.rem)
-	s.printHeader()
-	recv := rnic.RecvWR{SGL: []rnic.SGE{s.bufMR.SGE(0, o.Size)}}
-	if s.isServer {
-		for i := 0; i < o.RxDepth; i++ { // ctx_set_recv_wqes
-			if err := s.dataQP.PostRecv(&recv); err != nil {
-				return fmt.Errorf("post recv: %w", err)
-			}
+	s.buf = make([]byte, 2*n*s.bufSize)
+	if !(o.Latency && o.Verb == Write) { // ib_write_lat zeroes its buffer, the others fill it with rand()
+		for i := 0; i < len(s.buf); i += 8 {
+			binary.LittleEndian.PutUint64(s.buf[i:], rand.Uint64())
 		}
 	}
-	if _, err := s.handshake(ctx, &s.my); err != nil {
-		return fmt.Errorf("sync before the test: %w", err)
-	}
-	var r bwReport
-	if s.isServer {
-		r, err = s.recvSends(ctx, &recv)
-	} else {
-		r, err = s.postSends(ctx)
-	}
-	if err != nil {
-		return err
-	}
-	s.printReport(r)
-	if !s.isServer {
-		s.printf("%s", resultLine)
-	}
-	return s.finish(ctx)
-}
-
-// recvSends receives iters messages, re-posting each receive and granting credits with a
-// 4-byte RDMA Write of the receive count every rx-depth/3 receives (run_iter_bw_server).
-func (s *session) recvSends(ctx context.Context, recv *rnic.RecvWR) (bwReport, error) {
-	o := s.o
-	iters, rx := uint64(o.Iters), uint64(o.RxDepth)
-	creditCnt := max(rx/3, 1)
-	credit := rnic.SendWR{Opcode: rnic.OpWrite, Flags: rnic.Inline, SGL: []rnic.SGE{s.creditMR.SGE(0, 4)},
-		RemoteAddr: s.rem.VAddr, RKey: s.rem.RKey}
-	m := bwMeter{size: o.Size, gbits: o.Gbits}
-	var rcnt uint64
-	posted := rx
-	for rcnt < iters {
-		n, err := s.dataCQ.Wait(ctx, s.wc[:])
-		if err != nil {
-			return bwReport{}, fmt.Errorf("poll CQ (rcnt=%d): %w", rcnt, causeOf(ctx, err))
+	access := rnic.AccessLocalWrite
+	switch o.Verb {
+	case Write:
+		access |= rnic.AccessRemoteWrite
+	case Read:
+		access |= rnic.AccessRemoteRead
+		if o.iwarp() {
+			access |= rnic.AccessRemoteWrite
 		}
-		now := time.Now()
-		for _, wc := range s.wc[:n] {
-			if wc.Status != rnic.StatusSuccess {
-				return bwReport{}, s.qpError(s.dataQP, "data QP", wc)
-			}
-			if wc.Opcode != rnic.WCRecv {
-				continue // a credit Write
-			}
-			if rcnt == 0 {
-				m.begin(now)
-			}
-			rcnt++
-			m.done(1, now)
-			if posted < iters {
-				if err := s.dataQP.PostRecv(recv); err != nil {
-					return bwReport{}, fmt.Errorf("post recv (rcnt=%d): %w", rcnt, err)
-				}
-				posted++
-			}
-			if (rcnt%rx)%creditCnt == 0 {
-				v := uint32(rcnt)
-				if o.testCredit != nil {
-					v = o.testCredit(v)
-				}
-				// Inline: the value is copied at post time, so the buffer is free at once.
-				binary.LittleEndian.PutUint32(s.credit[:4], v)
-				if err := s.postRetry(ctx, &credit); err != nil {
-					return bwReport{}, fmt.Errorf("post credit (rcnt=%d): %w", rcnt, err)
-				}
-			}
-		}
+	case Atomic:
+		access |= rnic.AccessRemoteAtomic
 	}
-	return m.report(iters), nil
-}
-
-// postRetry posts wr, waiting while the send queue is full of (unsignaled) credit Writes.
-func (s *session) postRetry(ctx context.Context, wr *rnic.SendWR) error {
-	for {
-		err := s.dataQP.PostSend(wr)
-		if !errors.Is(err, rnic.ErrQueueFull) {
+	var err error
+	if s.mr, err = s.pd.RegMR(s.buf, access); err != nil {
+		return fmt.Errorf("Couldn't allocate MR: %w", err)
+	}
+	credits := o.Verb == Send && o.iwarp()
+	if credits {
+		s.ctrl = make([]byte, 8*n)
+		if s.ctrlMR, err = s.pd.RegMR(s.ctrl, rnic.AccessLocalWrite|rnic.AccessRemoteWrite); err != nil {
 			return err
 		}
-		if ctx.Err() != nil {
-			return causeOf(ctx, ctx.Err())
+	}
+	sendWR := o.TxDepth + 1
+	if credits {
+		sendWR += o.TxDepth
+	}
+	recvWR := 1
+	if o.Verb == Send {
+		recvWR = o.RxDepth
+	}
+	// One CQ takes the sends (signaled every CQ moderation WRs, and the last), the
+	// receives and the credit Writes, so that one wait sees them all.
+	depth := n*(o.TxDepth/o.CQMod+2) + n*recvWR
+	if credits {
+		depth += n * (o.TxDepth + 1)
+	}
+	if s.cq, err = s.dev.CreateCQ(min(max(depth, 16), 1<<20)); err != nil {
+		return err
+	}
+	for range n {
+		qp, err := s.dev.CreateQP(s.pd, rnic.QPAttr{SendCQ: s.cq, RecvCQ: s.cq, Cap: rnic.QPCap{
+			MaxSendWR: sendWR, MaxRecvWR: recvWR, MaxSendSGE: 1, MaxRecvSGE: 1, MaxInline: 8}})
+		if err != nil {
+			return fmt.Errorf("Couldn't create QP: %w", err)
 		}
-		time.Sleep(50 * time.Microsecond)
+		s.qps = append(s.qps, qp)
+	}
+	s.watchQPs()
+	s.wc = make([]rnic.Completion, 64)
+	return nil
+}
+
+// slot is the offset in the buffer of QP i's send source (0 ≤ i < N) or target/receive
+// buffer (N ≤ i < 2N).
+func (s *session) slot(i int) int { return i * s.bufSize }
+
+// setUp is set_up_connection (and ctx_alloc_credit for iWARP Send tests): every QP's
+// dest: its number, a random PSN, the MR's rkey, its target slot, the outstanding reads
+// and the GID (the IPv4 address, softrnic's only GID).
+func (s *session) setUp() {
+	n := len(s.qps)
+	gid := roce.GIDFromAddr(s.localIP())
+	gidx := uint32(max(s.o.GIDIndex, 0))
+	for i, qp := range s.qps {
+		s.my[i] = dest{QPN: qp.Num(), PSN: rand.Uint32() & 0xffffff, RKey: s.mr.RKey(),
+			VAddr: s.mr.Addr() + uint64(s.slot(n+i)), OutReads: uint32(s.o.OutReads), GID: gid, GIDIndex: gidx}
+		if s.ctrlMR != nil {
+			s.my[i].RKey, s.my[i].VAddr = s.ctrlMR.RKey(), s.ctrlMR.Addr()+uint64(4*(n+i))
+		}
 	}
 }
 
-// postSends sends iters messages, at most TX depth outstanding and never more than
-// rx-depth beyond the server's credit (run_iter_bw with send_rcredit).
-func (s *session) postSends(ctx context.Context) (bwReport, error) {
-	o := s.o
-	wr := rnic.SendWR{Opcode: rnic.OpSend, SGL: []rnic.SGE{s.bufMR.SGE(0, o.Size)}}
-	m := bwMeter{size: o.Size, gbits: o.Gbits}
-	iters, depth, mod, rx := uint64(o.Iters), uint64(o.TxDepth), uint64(o.CQMod), uint32(o.RxDepth)
-	var scnt, ccnt, lastSig uint64
-	spins := 0
-	m.begin(time.Now())
-	for ccnt < iters {
-		waitCredit := false
-		for scnt < iters && scnt-ccnt < depth {
-			if uint32(scnt+1)-loadCredit(&s.credit[0]) >= rx {
-				waitCredit = true
-				break
+// localIP is the address the GID is made of: the RoCEv2 link's, else the exchange's
+// local address.
+func (s *session) localIP() netip.Addr {
+	if s.laddr.IsValid() {
+		return s.laddr
+	}
+	if rc, ok := s.comm.(*rdmaComm); ok && rc.conn != nil {
+		if a, ok := rc.conn.LocalAddr().(*net.TCPAddr); ok {
+			if ip, ok := netip.AddrFromSlice(a.IP); ok {
+				return ip.Unmap()
 			}
-			wr.Flags = 0
-			if (scnt+1)%mod == 0 || scnt+1 == iters {
-				wr.Flags = rnic.Signaled
-				wr.WRID = scnt + 1 - lastSig
-				lastSig = scnt + 1
-			}
-			if err := s.dataQP.PostSend(&wr); err != nil {
-				return bwReport{}, fmt.Errorf("post send (scnt=%d): %w", scnt, err)
-			}
-			scnt++
-		}
-		var n int
-		var err error
-		if waitCredit {
-			// Completions may never come for the unsignaled tail: poll, and spin on the
-			// credit.
-			if n, err = s.dataCQ.Poll(s.wc[:]); err == nil && n == 0 {
-				if ctx.Err() != nil {
-					return bwReport{}, fmt.Errorf("waiting for credits (scnt=%d): %w", scnt, causeOf(ctx, ctx.Err()))
-				}
-				if s.dataQP.State() != rnic.QPRTS {
-					return bwReport{}, fmt.Errorf("data QP left RTS while waiting for credits: %v", s.dataQP.Err())
-				}
-				if spins++; spins%64 == 0 {
-					time.Sleep(20 * time.Microsecond)
-				} else {
-					runtime.Gosched()
-				}
-				continue
-			}
-		} else {
-			n, err = s.dataCQ.Wait(ctx, s.wc[:])
-		}
-		if err != nil {
-			return bwReport{}, fmt.Errorf("poll CQ (ccnt=%d): %w", ccnt, causeOf(ctx, err))
-		}
-		now := time.Now()
-		for _, wc := range s.wc[:n] {
-			if wc.Status != rnic.StatusSuccess {
-				return bwReport{}, s.qpError(s.dataQP, "data QP", wc)
-			}
-			ccnt += wc.WRID
-			m.done(wc.WRID, now)
 		}
 	}
-	return m.report(iters), nil
+	return s.t.LocalIP()
+}
+
+// printBanner prints ctx_print_test_info.
+func (s *session) printBanner() {
+	o := &s.o
+	b := banner{verb: o.Verb, atomic: o.Atomic, latency: o.Latency, bidir: o.Bidir, device: s.dev.Name(), qps: len(s.qps),
+		iwarp: o.iwarp(), client: !s.server, txDepth: o.TxDepth, rxDepth: o.RxDepth, cqMod: o.CQMod,
+		mtuBytes: roce.MTU(s.mtu).Bytes(), gidIndex: max(o.GIDIndex, 0), outReads: o.OutReads, rdmaCM: o.RDMACM,
+		commCM: o.commCM(), noRelaxed: o.NoPCIeRO || (o.Latency && o.Verb == Write)}
+	s.printf("%s", b.String())
+}
+
+// exchangeKeys is the keys exchange common to every test: a handshake per QP, the GID
+// check and, without -R, the QPs' connection by hand (ctx_check_gid_compatibility,
+// ctx_connect).
+func (s *session) exchangeKeys(ctx context.Context) error {
+	for i := range s.qps {
+		r, err := s.hs(ctx, &s.my[i])
+		if err != nil {
+			return fmt.Errorf("Failed to exchange data between server and clients: %w", err)
+		}
+		s.rem[i] = r
+	}
+	if s.o.RDMACM {
+		return nil
+	}
+	if gidIPv4(s.my[0].GID) != gidIPv4(s.rem[0].GID) {
+		return errors.New("Found Incompatibility issue with GID types. Please Try to use a different IP version.")
+	}
+	return s.connectManual()
+}
+
+// printLocal and exchangeRemote print the address lines: every local QP's, then a
+// handshake and the remote line per QP.
+func (s *session) printLocal() {
+	for i := range s.my {
+		s.printf("%s", destLine("local", &s.my[i], s.o.Verb, s.o.commCM()))
+	}
+}
+
+func (s *session) exchangeRemote(ctx context.Context) error {
+	for i := range s.qps {
+		r, err := s.hs(ctx, &s.my[i])
+		if err != nil {
+			return fmt.Errorf("Failed to exchange data between server and clients: %w", err)
+		}
+		s.rem[i] = r
+		s.printf("%s", destLine("remote", &s.rem[i], s.o.Verb, s.o.commCM()))
+	}
+	return nil
+}
+
+// closeConnection is ctx_close_connection: the closing handshake and, over TCP, "done".
+func (s *session) closeConnection(ctx context.Context) error {
+	if err := s.sync(ctx, "closing the connection"); err != nil {
+		return err
+	}
+	if !s.o.commCM() {
+		return s.comm.send([]byte(doneMsg))
+	}
+	return nil
+}
+
+// qpFailure explains a failed completion on data QP i.
+func (s *session) qpFailure(i int, wc rnic.Completion) error {
+	code, text := tool.IBVStatus(wc.Status)
+	what := fmt.Sprintf("data QP %d: %v completion with error: %s (%d)", i, wc.Opcode, text, code)
+	q := s.qps[min(max(i, 0), len(s.qps)-1)]
+	select {
+	case <-q.Done():
+	case <-time.After(time.Second): // the transport records the cause as it tears the QP down
+	}
+	if err := q.Err(); err != nil {
+		if cm.IsPeerClose(err) {
+			return fmt.Errorf("%s: the peer closed the connection", what)
+		}
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	if wc.Status == rnic.StatusWRFlushErr {
+		return fmt.Errorf("%s: the connection was closed", what)
+	}
+	return errors.New(what)
 }

@@ -1,19 +1,22 @@
 package perftest
 
-// Wire formats of perftest's out-of-band exchange with -R (rdma_cm), as the perftest
-// 6.06 sources (Debian bookworm's perftest 4.5+0.17, upstream tag v4.5-0.17) send them.
-// Every message is one SEND on the "communication" QP, which is a separate rdma_cm
-// connection made before the data connection, on the same port. The receiver posts a
-// single 56-byte receive buffer (sizeof(struct pingpong_dest)), so no message is longer.
+// Wire formats of perftest's out-of-band ("comm") exchange, as the perftest 6.06 sources
+// (Debian bookworm's perftest 4.5+0.17, upstream tag v4.5-0.17) send them. With -R or -z
+// every message is one SEND on the communication QP, a separate rdma_cm connection made
+// before the data connections, on the same port; the receiver posts a single 56-byte
+// receive (sizeof(struct pingpong_dest)), so no message is longer. Without them every
+// message is one write() on a TCP connection to the port, read with one read().
 //
 //	message                 bytes  encoding
 //	version                 16     NUL-padded ASCII, e.g. "6.06"
 //	cycle buffer (page)     4      big-endian int32
 //	cache line size         4      big-endian int32
 //	MTU                     2      ASCII digit of the ibv_mtu enum (1..5) and a NUL
-//	pingpong_dest           56     see dest (HAVE_ENDIAN: fields big-endian)
+//	pingpong_dest (-R, -z)  56     see dest (HAVE_ENDIAN: fields big-endian)
+//	pingpong_dest (TCP)     108    ASCII, see dest.AppendText (59 without a GID: IB only)
 //	report field            8      big-endian uint64 or IEEE-754 double (size, iters,
 //	                               peak, average, message rate: five messages)
+//	"done" (TCP)            5      "done\x00", written after the closing exchange, never read
 //
 // In every exchange the client sends first and the server answers after it has received.
 
@@ -21,6 +24,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"math"
 	"strconv"
 	"strings"
@@ -35,7 +39,7 @@ const (
 	longIters   = 5.33   // from this version the report's iters field is 8 bytes
 	defCacheLn  = 64     // DEF_CACHE_LINE_SIZE
 	defPageSize = 4096   // DEF_PAGE_SIZE (cycle buffer)
-	mtuEnum1024 = 3      // IBV_MTU_1024: what siw reports for a 1500-byte netdev
+	doneMsg     = "done\x00"
 )
 
 // dest is perftest's struct pingpong_dest, the per-QP "message context". On LP64 it is
@@ -78,6 +82,70 @@ func (d *dest) Append(b []byte) []byte {
 }
 
 var errShort = errors.New("perftest: message too short")
+
+// Sizes of the ASCII pingpong_dest (ethernet_write_keys): KEY_MSG_SIZE without a GID (IB
+// links) and KEY_MSG_SIZE_GID with one (RoCE: always, since the GID index is never -1).
+const (
+	textDestLen    = 59
+	textDestGIDLen = 108
+)
+
+// AppendText appends the 108-byte ASCII form perftest sends over TCP when its GID index is
+// set: "%04x:%04x:%06x:%06x:%08x:%016llx:" (LID, out_reads, QPN, PSN, rkey, vaddr), the 16
+// GID bytes as "%02x:" each, "%08x:" (SRQN) and a NUL.
+func (d *dest) AppendText(b []byte) []byte {
+	n := len(b)
+	b = fmt.Appendf(b, "%04x:%04x:%06x:%06x:%08x:%016x:", d.LID&0xffff, d.OutReads&0xffff, d.QPN&0xffffff, d.PSN&0xffffff, d.RKey, d.VAddr)
+	for _, g := range d.GID {
+		b = fmt.Appendf(b, "%02x:", g)
+	}
+	b = fmt.Appendf(b, "%08x:", d.SRQN)
+	for len(b)-n < textDestGIDLen {
+		b = append(b, 0)
+	}
+	return b[:n+textDestGIDLen]
+}
+
+var errTextDest = errors.New("perftest: malformed address message")
+
+// parseTextDest decodes the 108-byte ASCII pingpong_dest as ethernet_read_keys does: 23
+// colon-separated hexadecimal fields (LID, out_reads, QPN, PSN, rkey, vaddr, 16 GID bytes,
+// SRQN).
+func parseTextDest(b []byte) (dest, error) {
+	var d dest
+	if len(b) < textDestGIDLen {
+		return d, errShort
+	}
+	b = b[:textDestGIDLen]
+	if i := bytes.IndexByte(b, 0); i >= 0 {
+		b = b[:i]
+	}
+	f := strings.Split(string(b), ":")
+	if len(f) < 23 {
+		return d, errTextDest
+	}
+	v := make([]uint64, 23)
+	for i := range v {
+		x, err := strconv.ParseUint(f[i], 16, 64)
+		if err != nil || (i >= 6 && i < 22 && x > 0xff) {
+			return d, errTextDest
+		}
+		v[i] = x
+	}
+	d.LID, d.OutReads, d.QPN, d.PSN, d.RKey = uint32(v[0]), uint32(v[1]), uint32(v[2]), uint32(v[3]), uint32(v[4])
+	d.VAddr = v[5]
+	for i := range d.GID {
+		d.GID[i] = byte(v[6+i])
+	}
+	d.SRQN = uint32(v[22])
+	return d, nil
+}
+
+// gidIPv4 reports whether gid is an IPv4-mapped address (ipv6_addr_v4mapped), the check
+// of ctx_check_gid_compatibility.
+func gidIPv4(gid [16]byte) bool {
+	return gid[0]|gid[1]|gid[2]|gid[3]|gid[4]|gid[5]|gid[6]|gid[7]|gid[8]|gid[9] == 0 && gid[10] == 0xff && gid[11] == 0xff
+}
 
 // parseDest decodes a pingpong_dest message.
 func parseDest(b []byte) (dest, error) {
@@ -201,3 +269,18 @@ func loadCredit(p *byte) uint32 {
 	*(*uint32)(unsafe.Pointer(&b[0])) = v
 	return binary.LittleEndian.Uint32(b[:])
 }
+
+// storeCredit resets a credit counter in place (see loadCredit).
+//
+//go:norace
+//go:noinline
+func storeCredit(p *byte, v uint32) {
+	*(*uint32)(unsafe.Pointer(p)) = v
+}
+
+// loadByte reads a byte the peer's RDMA Writes update in place (ib_write_lat's poll
+// byte), a fresh load at every call.
+//
+//go:norace
+//go:noinline
+func loadByte(p *byte) byte { return *p }

@@ -31,3 +31,20 @@ func TestPingpongDest(t *testing.T) {
 		t.Fatal(GIDString([16]byte{}))
 	}
 }
+
+// FuzzParseDest: any message parses or is refused without panicking, and a parsed
+// address re-encodes to a message that parses to the same address.
+func FuzzParseDest(f *testing.F) {
+	f.Add([]byte("0000:000019:949ef3:00000000000000000000ffffc0a84e02\x00"))
+	f.Add(Dest{}.Append(nil))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		d, err := ParseDest(b)
+		if err != nil {
+			return
+		}
+		back, err := ParseDest(d.Append(nil))
+		if err != nil || back != (Dest{LID: d.LID, QPN: d.QPN & 0xFFFFFF, PSN: d.PSN & 0xFFFFFF, GID: d.GID}) {
+			t.Fatalf("%+v re-encoded to %+v (%v)", d, back, err)
+		}
+	})
+}

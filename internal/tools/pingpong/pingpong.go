@@ -3,106 +3,262 @@ package pingpong
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net"
-	"net/netip"
 	"os"
 	"os/signal"
+	"strconv"
 	"time"
 
 	"github.com/softrnic/softrnic/internal/tools/tool"
-	"github.com/softrnic/softrnic/rnic"
-	"github.com/softrnic/softrnic/rnic/rocev2"
 	"github.com/softrnic/softrnic/roce"
 )
 
 // Summary is the one-line description "softrnic help" prints.
-const Summary = "ibv_rc_pingpong over RoCEv2 ([-p port] [-d dev] [-g gid] [-s size] [-n iters] [-m mtu] [host])"
+const Summary = "ibv_{rc,uc,ud,srq}_pingpong over RoCEv2 ([--uc|--ud|--srq] [-p port] [-g gid] [-s size] [-n iters] [host])"
+
+// Mode is the example a run speaks.
+type Mode int
+
+// The examples.
+const (
+	RC  Mode = iota // ibv_rc_pingpong
+	UC              // ibv_uc_pingpong
+	UD              // ibv_ud_pingpong
+	SRQ             // ibv_srq_pingpong
+)
+
+// String is the example's name.
+func (m Mode) String() string {
+	switch m {
+	case UC:
+		return "ibv_uc_pingpong"
+	case UD:
+		return "ibv_ud_pingpong"
+	case SRQ:
+		return "ibv_srq_pingpong"
+	}
+	return "ibv_rc_pingpong"
+}
 
 const (
 	recvWRID = 1
 	sendWRID = 2
+
+	// DefaultPort is the examples' TCP port of the address exchange.
+	DefaultPort = 18515
+	// DefaultIdle is how long a run waits for a completion before it gives up.
+	DefaultIdle = 60 * time.Second
+
+	udQKey  = 0x11111111 // ud_pingpong's Q_Key
+	maxQP   = 256        // srq_pingpong's MAX_QP: address messages each way
+	defSize = 4096       // rc/uc/srq; ud: 1024
 )
 
-// DefaultPort is ibv_rc_pingpong's TCP port of the address exchange.
-const DefaultPort = 18515
-
-// Options are ibv_rc_pingpong's settings and softrnic's own (-a, -u).
+// Options are the examples' settings and softrnic's own (-a, -u, --timeout, --idle).
 type Options struct {
-	Port    int    // -p: TCP port of the address exchange
-	Dev     string // -d: device name
-	IBPort  int    // -i: port of the device (only 1)
-	Size    int    // -s: message size
-	MTU     int    // -m: path MTU in bytes
-	RxDepth int    // -r: receives posted at a time
-	Iters   int    // -n: exchanges
-	SL      int    // -l: service level (ignored)
-	Events  bool   // -e: sleep on CQ events (softrnic always does)
-	GIDIdx  int    // -g: local GID index (-1: none)
-	Local   string // -a: local IP address of the RoCE link
-	UDPPort int    // -u: UDP port of both ends (4791)
-	Peer    string // host to connect to; "" runs the server
+	Mode     Mode
+	Port     int    // -p: TCP port of the address exchange
+	Dev      string // -d: device name
+	IBPort   int    // -i: port of the device (only 1)
+	Size     int    // -s: message size
+	MTU      int    // -m: path MTU in bytes (rc, uc, srq)
+	RxDepth  int    // -r: receives posted at a time
+	Iters    int    // -n: exchanges
+	NumQP    int    // -q: QPs (srq)
+	SL       int    // -l: service level (ignored)
+	Events   bool   // -e: sleep on CQ events (softrnic always does)
+	GIDIdx   int    // -g: local GID index (-1: none)
+	Validate bool   // -c: validate the received buffer
+	Peer     string // host to connect to; "" runs the server
+
+	Local   string        // -a: local IP address of the RoCE link
+	UDPPort int           // -u: UDP port of both ends (4791)
+	Timeout time.Duration // --timeout: bound on the whole run (0: none)
+	Idle    time.Duration // --idle: give up without a completion for this long (0: never)
+
+	// Listening, if set, is called once the server listens for the exchange.
+	Listening func(net.Addr)
 }
 
-// DefaultOptions are ibv_rc_pingpong's defaults.
-func DefaultOptions() Options {
-	return Options{Port: DefaultPort, Dev: tool.DefaultDevice, IBPort: 1, Size: 4096, MTU: 1024, RxDepth: 500,
-		Iters: 1000, GIDIdx: -1, UDPPort: roce.UDPPort}
-}
-
-// ParseArgs builds Options from ibv_rc_pingpong's command line; flag errors and the usage
-// go to errOut.
-func ParseArgs(args []string, errOut io.Writer) (Options, error) {
-	o := DefaultOptions()
-	fs := flag.NewFlagSet("pingpong", flag.ContinueOnError)
-	fs.SetOutput(errOut)
-	fs.IntVar(&o.Port, "p", o.Port, "listen on/connect to port")
-	fs.StringVar(&o.Dev, "d", o.Dev, "device name")
-	fs.IntVar(&o.IBPort, "i", o.IBPort, "port of the device (only 1)")
-	fs.IntVar(&o.Size, "s", o.Size, "size of message to exchange")
-	fs.IntVar(&o.MTU, "m", o.MTU, "path MTU")
-	fs.IntVar(&o.RxDepth, "r", o.RxDepth, "number of receives to post at a time")
-	fs.IntVar(&o.Iters, "n", o.Iters, "number of exchanges")
-	fs.IntVar(&o.SL, "l", o.SL, "service level (ignored)")
-	fs.BoolVar(&o.Events, "e", o.Events, "sleep on CQ events (softrnic always does)")
-	fs.IntVar(&o.GIDIdx, "g", o.GIDIdx, "local port gid index")
-	fs.StringVar(&o.Local, "a", o.Local, "softrnic: local IP address for RoCEv2")
-	fs.IntVar(&o.UDPPort, "u", o.UDPPort, "softrnic: UDP port of both ends")
-	if err := fs.Parse(args); err != nil {
-		return o, err
+// DefaultOptions are the examples' defaults for mode m.
+func DefaultOptions(m Mode) Options {
+	o := Options{Mode: m, Port: DefaultPort, Dev: tool.DefaultDevice, IBPort: 1, Size: defSize, MTU: 1024, RxDepth: 500,
+		Iters: 1000, NumQP: 16, GIDIdx: -1, UDPPort: roce.UDPPort, Idle: DefaultIdle}
+	if m == UD {
+		o.Size = 1024
 	}
-	switch fs.NArg() {
+	return o
+}
+
+var opts = []tool.Opt{
+	{Short: 'p', Long: "port", Arg: true}, {Short: 'd', Long: "ib-dev", Arg: true}, {Short: 'i', Long: "ib-port", Arg: true},
+	{Short: 's', Long: "size", Arg: true}, {Short: 'm', Long: "mtu", Arg: true}, {Short: 'r', Long: "rx-depth", Arg: true},
+	{Short: 'n', Long: "iters", Arg: true}, {Short: 'l', Long: "sl", Arg: true}, {Short: 'e', Long: "events"},
+	{Short: 'g', Long: "gid-idx", Arg: true}, {Short: 'c', Long: "chk"}, {Short: 'q', Long: "num-qp", Arg: true},
+	{Short: 'o', Long: "odp"}, {Short: 'O', Long: "iodp"}, {Short: 'P', Long: "prefetch"},
+	{Short: 'a', Arg: true}, {Short: 'u', Arg: true},
+	{Long: "uc"}, {Long: "ud"}, {Long: "srq"}, {Long: "timeout", Arg: true}, {Long: "idle", Arg: true},
+	{Short: 'h', Long: "help"},
+}
+
+// Usage prints the command line's usage text.
+func Usage(w io.Writer) {
+	fmt.Fprint(w, `usage: softrnic pingpong [--uc|--ud|--srq] [options]          start a server and wait for connection
+       softrnic pingpong [--uc|--ud|--srq] [options] <host>   connect to server at <host>
+  as ibv_rc_pingpong (default), ibv_uc_pingpong (--uc), ibv_ud_pingpong (--ud) or
+  ibv_srq_pingpong (--srq) over RoCEv2:
+	-p, --port=<port>	listen on/connect to port <port> (default 18515)
+	-d, --ib-dev=<dev>	name of the softrnic device
+	-i, --ib-port=<port>	port of the device (only 1)
+	-s, --size=<size>	size of message to exchange (default 4096; --ud 1024, at most the MTU)
+	-m, --mtu=<size>	path MTU (default 1024; not --ud)
+	-r, --rx-depth=<dep>	number of receives to post at a time (default 500)
+	-n, --iters=<iters>	number of exchanges (default 1000; --srq: in total)
+	-q, --num-qp=<num>	--srq: number of QPs (default 16, < 256; both sides the same)
+	-l, --sl=<SL>		service level (ignored)
+	-e, --events		sleep on CQ events (softrnic always does)
+	-g, --gid-idx=<idx>	local port GID index: any index is the IPv4 GID of the local address
+	-c, --chk		validate received buffer
+	-o, -O, -P		on-demand paging options (accepted, no effect)
+  softrnic:
+	-a <ip>			local IP address of the RoCE link (default: the route to <host>)
+	-u <port>		UDP port of the RoCE link at both ends (default 4791)
+	--timeout <d>		give up after the duration d (default: never)
+	--idle <d>		give up when no completion arrives for d (default 60s; 0: never)
+`)
+}
+
+// ParseArgs builds Options from the examples' command line (getopt_long: options and the
+// host in any order, long options, grouped flags).
+func ParseArgs(args []string) (Options, error) {
+	found, operands, err := tool.Getopt(args, opts)
+	if err != nil {
+		return Options{}, err
+	}
+	mode := RC
+	for _, a := range found {
+		switch a.Long {
+		case "uc":
+			mode = UC
+		case "ud":
+			mode = UD
+		case "srq":
+			mode = SRQ
+		}
+	}
+	o := DefaultOptions(mode)
+	for _, a := range found {
+		if err := o.set(a); err != nil {
+			return o, err
+		}
+	}
+	switch len(operands) {
 	case 0:
 	case 1:
-		o.Peer = fs.Arg(0)
+		o.Peer = operands[0]
 	default:
-		return o, errors.New("usage: softrnic pingpong [options] [host]")
+		return o, fmt.Errorf("unexpected argument %q", operands[1])
 	}
 	return o, o.check()
 }
 
-func (o *Options) check() error {
-	if o.Port < 0 || o.Port > 65535 || o.IBPort != 1 || o.Size < 0 || o.RxDepth < 2 || o.Iters < 1 ||
-		o.UDPPort < 0 || o.UDPPort > 65535 {
-		return errors.New("pingpong: invalid option value")
+func (o *Options) set(a tool.Arg) error {
+	num := func(p *int) error {
+		// strtol(optarg, NULL, 0): decimal, 0x hex or 0 octal
+		n, err := strconv.ParseInt(a.Value, 0, 64)
+		if err != nil {
+			return fmt.Errorf("invalid %s %q", a.Name(), a.Value)
+		}
+		*p = int(n)
+		return nil
 	}
-	if roce.MTUFromBytes(o.MTU) == 0 || roce.MTUFromBytes(o.MTU).Bytes() != o.MTU {
-		return errors.New("pingpong: MTU must be 256, 512, 1024, 2048 or 4096")
+	switch a.Short {
+	case 'p':
+		return num(&o.Port)
+	case 'd':
+		o.Dev = a.Value
+	case 'i':
+		return num(&o.IBPort)
+	case 's':
+		return num(&o.Size)
+	case 'm':
+		return num(&o.MTU)
+	case 'r':
+		return num(&o.RxDepth)
+	case 'n':
+		return num(&o.Iters)
+	case 'q':
+		return num(&o.NumQP)
+	case 'l':
+		return num(&o.SL)
+	case 'e':
+		o.Events = true
+	case 'g':
+		return num(&o.GIDIdx)
+	case 'c':
+		o.Validate = true
+	case 'a':
+		o.Local = a.Value
+	case 'u':
+		return num(&o.UDPPort)
+	case 'h':
+		return errHelp
+	}
+	switch a.Long {
+	case "timeout", "idle":
+		d, err := tool.ParseDuration(a.Long, a.Value)
+		if err != nil {
+			return err
+		}
+		if a.Long == "idle" {
+			o.Idle = d
+		} else {
+			o.Timeout = d
+		}
 	}
 	return nil
 }
 
-// Main is the "softrnic pingpong" command; like ibv_rc_pingpong it exits with status 1
-// on bad arguments too.
+var errHelp = errors.New("help requested")
+
+func (o *Options) check() error {
+	switch {
+	case o.Port < 0 || o.Port > 65535:
+		return fmt.Errorf("invalid port %d", o.Port)
+	case o.IBPort != 1:
+		return fmt.Errorf("invalid IB port %d: softrnic devices have port 1 only", o.IBPort)
+	case o.Size < 1:
+		return fmt.Errorf("invalid size %d", o.Size)
+	case o.RxDepth < 1 || o.Iters < 1:
+		return errors.New("rx depth and iterations must be positive")
+	case o.UDPPort < 1 || o.UDPPort > 65535:
+		return fmt.Errorf("invalid UDP port %d", o.UDPPort)
+	case o.Mode == SRQ && o.NumQP >= maxQP:
+		return fmt.Errorf("num_qp %d must be less than %d", o.NumQP, maxQP)
+	case o.Mode == SRQ && o.NumQP < 1:
+		return fmt.Errorf("invalid num_qp %d", o.NumQP)
+	case o.Mode == SRQ && o.NumQP > o.RxDepth:
+		return fmt.Errorf("rx_depth %d is too small for %d QPs -- must have at least one receive per QP", o.RxDepth, o.NumQP)
+	}
+	if m := roce.MTUFromBytes(o.MTU); !m.Valid() || m.Bytes() != o.MTU {
+		return fmt.Errorf("invalid MTU %d (256, 512, 1024, 2048 or 4096)", o.MTU)
+	}
+	return nil
+}
+
+// Main is the "softrnic pingpong" command; like the examples it exits with status 1 on
+// bad arguments too.
 func Main(args []string) int {
-	o, err := ParseArgs(args, os.Stderr)
+	o, err := ParseArgs(args)
 	if err != nil {
-		if !errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintln(os.Stderr, err)
+		if errors.Is(err, errHelp) {
+			Usage(os.Stdout)
+			return 0
 		}
+		fmt.Fprintf(os.Stderr, "pingpong: %v\n", err)
+		Usage(os.Stderr)
 		return 1
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
@@ -114,163 +270,21 @@ func Main(args []string) int {
 	return 0
 }
 
-// localAddr picks the local IP address of the RoCE link: -a, else the route to the
-// server, else the first non-loopback IPv4 address, else 127.0.0.1.
-func localAddr(o *Options) (netip.Addr, error) {
-	if o.Local != "" {
-		return tool.ParseIP("-a", o.Local)
-	}
-	if o.Peer != "" {
-		if a, err := tool.RouteSource(o.Peer, o.UDPPort); err == nil {
-			return a, nil
-		}
-	}
-	ifs, _ := net.InterfaceAddrs()
-	for _, ia := range ifs {
-		if pn, ok := ia.(*net.IPNet); ok {
-			if a, ok := netip.AddrFromSlice(pn.IP); ok && a.Unmap().Is4() && !a.IsLoopback() {
-				return a.Unmap(), nil
-			}
-		}
-	}
-	return netip.MustParseAddr("127.0.0.1"), nil
-}
-
-// Run runs one ibv_rc_pingpong exchange in the role the options select, printing the
-// addresses and the results to stdout.
+// Run runs one ping-pong in the role the options select, printing the addresses and the
+// results to stdout.
 func Run(ctx context.Context, o Options, stdout, _ io.Writer) error {
 	if err := o.check(); err != nil {
 		return err
 	}
-	out := tool.Output(stdout)
-	laddr, err := localAddr(&o)
+	ctx, cancel := tool.WithTimeout(ctx, o.Timeout)
+	defer cancel()
+	r, err := newRun(&o, tool.Output(stdout))
 	if err != nil {
-		return err
-	}
-	dev, err := rnic.Open(rnic.Config{Name: o.Dev, LocalAddr: laddr.String()})
-	if err != nil {
-		return err
-	}
-	defer dev.Close()
-	link, err := rocev2.ListenUDP(netip.AddrPortFrom(laddr, uint16(o.UDPPort)), nil)
-	if err != nil {
-		return fmt.Errorf("couldn't open the RoCEv2 UDP socket: %w", err)
-	}
-	cfg := rocev2.DefaultConfig()
-	cfg.MTU = roce.MTUFromBytes(o.MTU)
-	cfg.MaxRdAtomic, cfg.MaxDestRd = 1, 1
-	ep := rocev2.NewEndpoint(dev, link, cfg)
-	defer ep.Close()
-
-	pd, err := dev.AllocPD()
-	if err != nil {
-		return err
-	}
-	buf := make([]byte, max(o.Size, 1))
-	for i := range buf {
-		buf[i] = 0x7b
-	}
-	mr, err := pd.RegMR(buf, rnic.AccessLocalWrite)
-	if err != nil {
-		return err
-	}
-	cq, err := dev.CreateCQ(o.RxDepth + 2)
-	if err != nil {
-		return err
-	}
-	qp, err := dev.CreateQP(pd, rnic.QPAttr{SendCQ: cq, RecvCQ: cq,
-		Cap: rnic.QPCap{MaxSendWR: 1, MaxRecvWR: o.RxDepth, MaxSendSGE: 1, MaxRecvSGE: 1}})
-	if err != nil {
-		return err
-	}
-	defer qp.Destroy()
-	sendFlags := rnic.Signaled
-	if o.Size <= qp.Attr().Cap.MaxInline {
-		sendFlags |= rnic.Inline
-	}
-	sge := rnic.SGE{Addr: mr.Addr(), Length: uint32(o.Size), LKey: mr.LKey()}
-	postRecv := func(n int) int {
-		for i := range n {
-			if qp.PostRecv(&rnic.RecvWR{WRID: recvWRID, SGL: []rnic.SGE{sge}}) != nil {
-				return i
-			}
+		if r != nil {
+			r.close()
 		}
-		return n
-	}
-	routs := postRecv(o.RxDepth)
-	if routs < o.RxDepth {
-		return fmt.Errorf("Couldn't post receive (%d)", routs)
-	}
-
-	my := Dest{QPN: qp.Num(), PSN: rand.Uint32() & 0xFFFFFF}
-	if o.GIDIdx >= 0 {
-		my.GID = roce.GIDFromAddr(laddr)
-	}
-	fmt.Fprintf(out, "  local address:  LID 0x%04x, QPN 0x%06x, PSN 0x%06x, GID %s\n", my.LID, my.QPN, my.PSN, GIDString(my.GID))
-	rem, err := exchange(ctx, &o, my, func(rem Dest, peer netip.Addr) error {
-		return connectQP(ep, qp, &o, cfg.MTU, my, rem, peer)
-	})
-	if err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "  remote address: LID 0x%04x, QPN 0x%06x, PSN 0x%06x, GID %s\n", rem.LID, rem.QPN, rem.PSN, GIDString(rem.GID))
-
-	pending := recvWRID
-	send := func() error {
-		if err := qp.PostSend(&rnic.SendWR{WRID: sendWRID, Opcode: rnic.OpSend, Flags: sendFlags, SGL: []rnic.SGE{sge}}); err != nil {
-			return errors.New("Couldn't post send")
-		}
-		return nil
-	}
-	if o.Peer != "" {
-		if err := send(); err != nil {
-			return err
-		}
-		pending |= sendWRID
-	}
-	start := time.Now()
-	rcnt, scnt := 0, 0
-	wc := make([]rnic.Completion, 2)
-	for rcnt < o.Iters || scnt < o.Iters {
-		n, err := cq.Wait(ctx, wc)
-		if err != nil {
-			return fmt.Errorf("poll CQ failed: %w", err)
-		}
-		for _, c := range wc[:n] {
-			if c.Status != rnic.StatusSuccess {
-				code, s := tool.IBVStatus(c.Status)
-				return fmt.Errorf("Failed status %s (%d) for wr_id %d", s, code, int(c.WRID))
-			}
-			switch c.WRID {
-			case sendWRID:
-				scnt++
-			case recvWRID:
-				routs--
-				if routs <= 1 {
-					routs += postRecv(o.RxDepth - routs)
-					if routs < o.RxDepth {
-						return fmt.Errorf("Couldn't post receive (%d)", routs)
-					}
-				}
-				rcnt++
-			default:
-				return fmt.Errorf("Completion for unknown wr_id %d", int(c.WRID))
-			}
-			pending &^= int(c.WRID)
-			if scnt < o.Iters && pending == 0 {
-				if err := send(); err != nil {
-					return err
-				}
-				pending = recvWRID | sendWRID
-			}
-		}
-	}
-	usec := float64(time.Since(start).Microseconds())
-	bytes := int64(o.Size) * int64(o.Iters) * 2
-	fmt.Fprintf(out, "%d bytes in %.2f seconds = %.2f Mbit/sec\n", bytes, usec/1e6, float64(bytes)*8/usec)
-	fmt.Fprintf(out, "%d iters in %.2f seconds = %.2f usec/iter\n", o.Iters, usec/1e6, usec/float64(o.Iters))
-	// Let the last ACK leave before the QP goes away (ibv_rc_pingpong destroys at once too,
-	// but a kernel peer still has the ACK in flight; a short drain is harmless).
-	time.Sleep(10 * time.Millisecond)
-	return nil
+	defer r.close()
+	return r.run(ctx)
 }

@@ -10,18 +10,24 @@ import (
 
 	"github.com/softrnic/softrnic/internal/tools/tool"
 	"github.com/softrnic/softrnic/rnic"
-	"github.com/softrnic/softrnic/roce"
 )
 
 // runClient connects to the server and pings o.Count times (forever for 0), then
 // disconnects (rping_run_client).
 func runClient(ctx context.Context, o Options, out output) error {
-	dev, ep, err := tool.OpenDevice(o.RoCE, func() (netip.Addr, error) { return clientLocalAddr(&o) })
+	var local netip.Addr
+	if o.RoCE {
+		var err error
+		if local, err = tool.LocalIP("--local", o.Local, o.Addr); err != nil {
+			return err
+		}
+	}
+	dev, t, err := open(&o, local)
 	if dev != nil {
 		defer dev.Close()
 	}
-	if ep != nil {
-		defer ep.Close() // before the device
+	if t != nil {
+		defer t.Close() // before the device
 	}
 	if err != nil {
 		return err
@@ -34,7 +40,7 @@ func runClient(ctx context.Context, o Options, out output) error {
 	if err := s.postRecv(); err != nil {
 		return fmt.Errorf("ibv_post_recv failed: %w", err)
 	}
-	if s.conn, err = dial(ctx, ep, s.qp, &o); err != nil {
+	if s.conn, err = dial(ctx, t, s.qp, &o); err != nil {
 		return fmt.Errorf("connect error: %w", err)
 	}
 	defer s.report()
@@ -69,15 +75,6 @@ func runClient(ctx context.Context, o Options, out output) error {
 	return nil
 }
 
-// clientLocalAddr is the local IP address of a client's RoCE link: --local, else the
-// source address of the route to -a.
-func clientLocalAddr(o *Options) (netip.Addr, error) {
-	if o.Local != "" {
-		return tool.ParseIP("--local", o.Local)
-	}
-	return tool.RouteSource(o.Addr, roce.UDPPort)
-}
-
 func (s *session) clientErr(where string, err error) error {
 	if err == errDisconnected {
 		fmt.Fprintln(s.out.stderr, "client DISCONNECT EVENT...")
@@ -92,7 +89,7 @@ func (s *session) disconnect(wait time.Duration) {
 	t := time.NewTimer(wait)
 	defer t.Stop()
 	select {
-	case <-s.conn.done():
+	case <-s.conn.Done():
 	case <-t.C:
 	}
 }

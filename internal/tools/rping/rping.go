@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/softrnic/softrnic/internal/tools/tool"
-	"github.com/softrnic/softrnic/mpa"
 	"github.com/softrnic/softrnic/rnic"
 )
 
@@ -74,7 +73,7 @@ type Options struct {
 	// *net.TCPAddr, or a *net.UDPAddr with the RDMA-CM port for RoCEv2).
 	Listening func(net.Addr)
 
-	collectNegotiate func(mpa.Params, *rnic.Counters) // tests: a session's MPA parameters and counters at its end
+	collectCounters func(*rnic.Counters) // tests: a session's QP counters at its end
 }
 
 // DefaultOptions are the command line's defaults (a client until Server is set).

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"strconv"
 	"strings"
@@ -45,7 +46,7 @@ func TestParseRpingArgs(t *testing.T) {
 	for _, bad := range [][]string{
 		{}, {"-s", "-c", "-a", "x"}, {"-c"}, {"-s", "-x"}, {"-s", "-C", "-1"}, {"-s", "-p"},
 		{"-s", "--fault", "sink-oob"}, {"-c", "-a", "x", "--fault", "write-bad-stag"}, {"-s", "--fault", "nope"},
-		{"-s", "--timeout", "x"}, {"-s", "stray"}, {"-c", "-a", "x", "--settle", "-1s"},
+		{"-s", "--timeout", "x"}, {"-s", "stray"}, {"-c", "-a", "x", "--settle", "1s"},
 	} {
 		if _, err := ParseArgs(bad); err == nil {
 			t.Errorf("%q: no error", bad)
@@ -97,11 +98,76 @@ func (l *lockedBuf) String() string {
 type rpingRun struct {
 	srvErr, cliErr error
 	srvOut, cliOut string
-	srvP, cliP     mpa.Params
+	req, rep       mpa.Frame // the MPA Request and Reply, as the relay saw them
 	srvC, cliC     rnic.Stats
 }
 
-// runPair runs softrnic rping server and client over loopback TCP.
+// mpaRelay relays one TCP connection from a listener on 127.0.0.1 to target and returns
+// the listener's port and a function that waits for the MPA Request and Reply it relayed.
+func mpaRelay(t *testing.T, target string) (int, func() (req, rep mpa.Frame, err error)) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	type res struct {
+		f   mpa.Frame
+		err error
+	}
+	reqc, repc := make(chan res, 1), make(chan res, 1)
+	// pipe copies src to dst; the first MPA frame it sees goes to first.
+	pipe := func(dst, src net.Conn, first chan<- res) {
+		defer dst.Close()
+		hdr := make([]byte, mpa.HeaderLen)
+		if _, err := io.ReadFull(src, hdr); err != nil {
+			first <- res{err: err}
+			return
+		}
+		n, err := mpa.FrameLen(hdr)
+		if err != nil {
+			first <- res{err: err}
+			return
+		}
+		b := append(hdr, make([]byte, n-mpa.HeaderLen)...)
+		if _, err := io.ReadFull(src, b[mpa.HeaderLen:]); err != nil {
+			first <- res{err: err}
+			return
+		}
+		f, err := mpa.ParseFrame(b)
+		first <- res{f, err}
+		if _, err := dst.Write(b); err != nil {
+			return
+		}
+		_, _ = io.Copy(dst, src)
+	}
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			reqc <- res{err: err}
+			return
+		}
+		s, err := net.Dial("tcp", target)
+		if err != nil {
+			c.Close()
+			reqc <- res{err: err}
+			return
+		}
+		go pipe(s, c, reqc)
+		go pipe(c, s, repc)
+	}()
+	return ln.Addr().(*net.TCPAddr).Port, func() (mpa.Frame, mpa.Frame, error) {
+		q := <-reqc
+		if q.err != nil {
+			return q.f, mpa.Frame{}, q.err
+		}
+		p := <-repc
+		return q.f, p.f, p.err
+	}
+}
+
+// runPair runs softrnic rping server and client over loopback TCP, through a relay that
+// records the MPA Request and Reply.
 func runPair(t *testing.T, srv, cli Options) rpingRun {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -112,18 +178,23 @@ func runPair(t *testing.T, srv, cli Options) rpingRun {
 	cli.Server, cli.Addr = false, "127.0.0.1"
 	ready := make(chan net.Addr, 1)
 	srv.Listening = func(a net.Addr) { ready <- a }
-	srv.collectNegotiate = func(p mpa.Params, c *rnic.Counters) { r.srvP, r.srvC = p, c.Snapshot() }
-	cli.collectNegotiate = func(p mpa.Params, c *rnic.Counters) { r.cliP, r.cliC = p, c.Snapshot() }
+	srv.collectCounters = func(c *rnic.Counters) { r.srvC = c.Snapshot() }
+	cli.collectCounters = func(c *rnic.Counters) { r.cliC = c.Snapshot() }
 	done := make(chan error, 1)
 	go func() { done <- Run(ctx, srv, &so, &so) }()
+	var frames func() (mpa.Frame, mpa.Frame, error)
 	select {
 	case a := <-ready:
-		cli.Port = a.(*net.TCPAddr).Port
+		cli.Port, frames = mpaRelay(t, a.String())
 	case err := <-done:
 		t.Fatalf("server: %v", err)
 	}
 	r.cliErr = Run(ctx, cli, &co, &co)
 	r.srvErr = <-done
+	var err error
+	if r.req, r.rep, err = frames(); err != nil {
+		t.Fatalf("relay: %v", err)
+	}
 	r.srvOut, r.cliOut = so.String(), co.String()
 	return r
 }
@@ -155,10 +226,11 @@ func TestRpingLoopback(t *testing.T) {
 				if !strings.Contains(r.srvOut, "server DISCONNECT EVENT...") {
 					t.Fatalf("server did not see the disconnect:\n%s", r.srvOut)
 				}
-				// CRC is on if either side asks (RFC 5044 §7.1.1); rping asks for IRD=ORD=1.
-				if r.cliP.CRC != crc || r.srvP.CRC != crc || !r.cliP.Enhanced || r.cliP.Rev != 2 ||
-					r.cliP.IRD != 1 || r.cliP.ORD != 1 || r.cliP.P2P {
-					t.Fatalf("negotiated client %+v server %+v", r.cliP, r.srvP)
+				// The client asks for CRC when told; the server (not told) follows in its
+				// Reply (RFC 5044 §7.1.1); rping asks for IRD=ORD=1, client-server model.
+				if r.req.CRC != crc || r.rep.CRC != crc || !r.req.Enhanced || r.req.Rev != 2 || r.rep.Rev != 2 ||
+					r.req.IRD != 1 || r.req.ORD != 1 || r.req.P2P || r.rep.Reject {
+					t.Fatalf("MPA Request %+v Reply %+v", r.req, r.rep)
 				}
 				// Per ping: the client sends 2×16 bytes, the server 2×16 + Read response + Write.
 				if want := uint64(count * 2 * infoLen); r.cliC.TxBytes < want || r.cliC.CRCErrors != 0 || r.srvC.CRCErrors != 0 {

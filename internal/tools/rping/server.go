@@ -13,7 +13,7 @@ import (
 
 	"github.com/softrnic/softrnic/internal/tools/tool"
 	"github.com/softrnic/softrnic/rnic"
-	"github.com/softrnic/softrnic/rnic/rocev2"
+	"github.com/softrnic/softrnic/rnic/cm"
 )
 
 // Server is a listening rping server: its device (and RoCEv2 endpoint) and listener.
@@ -23,8 +23,8 @@ type Server struct {
 	o   Options
 	out output
 	dev *rnic.Device
-	ep  *rocev2.Endpoint
-	ln  *listener
+	t   *cm.Transport
+	ln  *cm.Listener
 
 	sessions   atomic.Int64  // running now
 	served     atomic.Uint64 // sessions accepted
@@ -67,7 +67,13 @@ func listenServer(o Options, out output) (_ *Server, err error) {
 			s.Close()
 		}
 	}()
-	s.dev, s.ep, err = tool.OpenDevice(o.RoCE, func() (netip.Addr, error) { return tool.ParseIP("--roce: -a", o.Addr) })
+	var local netip.Addr
+	if o.RoCE {
+		if local, err = tool.ParseIP("--roce: -a", o.Addr); err != nil {
+			return nil, err
+		}
+	}
+	s.dev, s.t, err = open(&s.o, local)
 	if err != nil {
 		return nil, err
 	}
@@ -75,23 +81,22 @@ func listenServer(o Options, out output) (_ *Server, err error) {
 	if host == "" {
 		host = "0.0.0.0"
 	}
-	if s.ln, err = listen(s.dev, s.ep, host, &s.o); err != nil {
+	if s.ln, err = listen(s.t, host, &s.o); err != nil {
 		return nil, fmt.Errorf("rdma_bind_addr: %w", err)
 	}
 	if o.Listening != nil {
-		o.Listening(s.ln.addr())
+		o.Listening(s.ln.Addr())
 	}
 	if o.RoCE {
-		out.debugf("listening on %v (RoCEv2)", s.ln.addr())
+		out.debugf("listening on %v (RoCEv2)", s.ln.Addr())
 	} else {
-		out.debugf("listening on %v", s.ln.addr())
+		out.debugf("listening on %v", s.ln.Addr())
 	}
 	return s, nil
 }
 
-// Addr is the listening address (a *net.TCPAddr, or a *net.UDPAddr with the RDMA-CM port
-// for RoCEv2).
-func (s *Server) Addr() net.Addr { return s.ln.addr() }
+// Addr is the listening address (for RoCEv2 the link's IP with the RDMA-CM port).
+func (s *Server) Addr() net.Addr { return s.ln.Addr() }
 
 // Stats returns the server's counters.
 func (s *Server) Stats() ServerStats {
@@ -102,10 +107,10 @@ func (s *Server) Stats() ServerStats {
 // Close stops listening and closes the device; sessions still running end with errors.
 func (s *Server) Close() error {
 	if s.ln != nil {
-		s.ln.close()
+		_ = s.ln.Close()
 	}
-	if s.ep != nil {
-		_ = s.ep.Close()
+	if s.t != nil {
+		_ = s.t.Close()
 	}
 	if s.dev != nil {
 		_ = s.dev.Close()
@@ -119,7 +124,7 @@ func (s *Server) Close() error {
 // bound is rejected), and returns nil once ctx has ended and its sessions have finished.
 func (s *Server) Serve(ctx context.Context) error {
 	if !s.o.Persistent {
-		req, err := s.ln.accept(ctx)
+		req, err := s.ln.Accept(ctx)
 		if err != nil {
 			return fmt.Errorf("wait for CONNECT_REQUEST: %w", err)
 		}
@@ -129,7 +134,7 @@ func (s *Server) Serve(ctx context.Context) error {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	for {
-		req, err := s.ln.accept(ctx)
+		req, err := s.ln.Accept(ctx)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
@@ -138,8 +143,8 @@ func (s *Server) Serve(ctx context.Context) error {
 		}
 		if s.sessions.Load() >= int64(s.o.MaxSessions) {
 			s.refused.Add(1)
-			s.out.debugf("rejecting %v: %d sessions", req.remoteAddr(), s.o.MaxSessions)
-			req.reject()
+			s.out.debugf("rejecting %v: %d sessions", req.RemoteAddr().String(), s.o.MaxSessions)
+			_ = req.Reject(nil)
 			continue
 		}
 		s.served.Add(1)
@@ -148,7 +153,7 @@ func (s *Server) Serve(ctx context.Context) error {
 		go func() {
 			defer wg.Done()
 			defer s.sessions.Add(-1)
-			peer := req.remoteAddr()
+			peer := req.RemoteAddr().String()
 			err := s.session(ctx, req)
 			if s.o.SessionEnd != nil {
 				s.o.SessionEnd(peer, err)
@@ -161,19 +166,19 @@ func (s *Server) Serve(ctx context.Context) error {
 
 // session accepts req on a new session and runs rping_test_server on it. The client
 // leaving is not an error.
-func (s *Server) session(ctx context.Context, req *request) error {
-	s.out.debugf("connect request from %v ird %d ord %d", req.remoteAddr(), req.ird(), req.ord())
+func (s *Server) session(ctx context.Context, req *cm.ConnRequest) error {
+	s.out.debugf("connect request from %v ird %d ord %d", req.RemoteAddr().String(), req.IRD(), req.ORD())
 	ss, err := newSession(s.dev, &s.o, s.out)
 	if err != nil {
-		req.reject()
+		_ = req.Reject(nil)
 		return err
 	}
 	defer ss.close()
 	if err := ss.postRecv(); err != nil {
-		req.reject()
+		_ = req.Reject(nil)
 		return fmt.Errorf("ibv_post_recv failed: %w", err)
 	}
-	if ss.conn, err = req.accept(ss.qp); err != nil {
+	if ss.conn, err = accept(req, ss.qp); err != nil {
 		return fmt.Errorf("rdma_accept: %w", err)
 	}
 	defer ss.report()

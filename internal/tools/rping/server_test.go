@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"strconv"
 	"strings"
 	"sync"
@@ -37,7 +38,7 @@ func dialIdle(t *testing.T, ctx context.Context, addr string) (*idleClient, erro
 	}
 	c := &idleClient{dev: dev, qp: qp}
 	t.Cleanup(c.close)
-	c.conn, err = iwarp.Dial(ctx, qp, addr, iwarpConfig(&Options{}), iwarp.ConnParam{IRD: 1, ORD: 1})
+	c.conn, err = iwarp.Dial(ctx, qp, addr, nil, iwarp.ConnParam{IRD: 1, ORD: 1})
 	return c, err
 }
 
@@ -186,11 +187,14 @@ func TestRpingPersistentLimits(t *testing.T) {
 // slowClient is an rping client that waits gap before each of its pings.
 func slowClient(ctx context.Context, port, pings int, gap time.Duration) error {
 	o := Options{Addr: "127.0.0.1", Port: port, Size: 64}
-	dev, err := rnic.Open(rnic.Config{Name: "slow"})
+	dev, tr, err := open(&o, netip.Addr{})
+	if dev != nil {
+		defer dev.Close()
+	}
 	if err != nil {
 		return err
 	}
-	defer dev.Close()
+	defer tr.Close()
 	s, err := newSession(dev, &o, output{stdout: &lockedBuf{}, stderr: &lockedBuf{}})
 	if err != nil {
 		return err
@@ -199,7 +203,7 @@ func slowClient(ctx context.Context, port, pings int, gap time.Duration) error {
 	if err := s.postRecv(); err != nil {
 		return err
 	}
-	if s.conn, err = dial(ctx, nil, s.qp, &o); err != nil {
+	if s.conn, err = dial(ctx, tr, s.qp, &o); err != nil {
 		return err
 	}
 	for ping := range pings {

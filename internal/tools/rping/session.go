@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/softrnic/softrnic/rnic"
+	"github.com/softrnic/softrnic/rnic/cm"
 	"github.com/softrnic/softrnic/rnic/iwarp"
 )
 
@@ -33,7 +34,7 @@ type session struct {
 	pd     *rnic.PD
 	cq     *rnic.CQ
 	qp     *rnic.QP
-	conn   *conn
+	conn   *cm.Conn
 	recv   []byte // 16-byte receive buffer
 	send   []byte // 16-byte send buffer
 	rdma   []byte // server: RDMA Read sink / Write source; client: RDMA Write sink
@@ -96,7 +97,7 @@ func newSession(dev *rnic.Device, o *Options, out output) (*session, error) {
 // close releases the connection and every verbs resource of the session (not the device).
 func (s *session) close() {
 	if s.conn != nil {
-		s.conn.close()
+		_ = s.conn.Close()
 	}
 	if s.qp != nil {
 		_ = s.qp.Destroy()
@@ -243,14 +244,13 @@ func (s *session) await(ctx context.Context, want rnic.WCOpcode) (rnic.Completio
 // report hands the session's negotiation and counters to the test hook and, with -d,
 // prints them.
 func (s *session) report() {
-	p, isMPA := s.conn.mpa()
-	if s.o.collectNegotiate != nil && isMPA {
-		s.o.collectNegotiate(p, s.qp.Counters())
+	if s.o.collectCounters != nil {
+		s.o.collectCounters(s.qp.Counters())
 	}
 	if !s.o.Debug {
 		return
 	}
-	if isMPA {
+	if p, isMPA := s.conn.MPA(); isMPA {
 		s.out.debugf("mpa: rev %d enhanced %v crc %v markers tx %v rx %v ird %d ord %d peer ird %d ord %d p2p %v",
 			p.Rev, p.Enhanced, p.CRC, p.TxMarkers, p.RxMarkers, p.IRD, p.ORD, p.PeerIRD, p.PeerORD, p.P2P)
 	}

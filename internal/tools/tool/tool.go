@@ -1,6 +1,7 @@
-// Package tool holds what the softrnic test tools (rping, perftest, pingpong, demo, stat)
-// share: the process entry that parses arguments and runs a tool under SIGINT, output and
-// timeout set-up, duration options, and opening a device with an optional RoCEv2 endpoint.
+// Package tool holds what the softrnic test tools (rping, perftest, pingpong, cmatose,
+// rdma-server/-client, udaddy, demo, stat) share: the process entry that parses arguments
+// and runs a tool under SIGINT, getopt_long-style parsing, output and timeout set-up,
+// duration options, and opening a device attached to a network through rnic/cm.
 //
 // Each tool is a package under internal/tools with a typed Options struct, a ParseArgs that
 // builds it from the command line, and Run(ctx, Options, stdout, stderr); cmd/softrnic
@@ -21,7 +22,8 @@ import (
 	"time"
 
 	"github.com/softrnic/softrnic/rnic"
-	"github.com/softrnic/softrnic/rnic/rocev2"
+	"github.com/softrnic/softrnic/rnic/cm"
+	"github.com/softrnic/softrnic/rnic/iwarp"
 	"github.com/softrnic/softrnic/roce"
 )
 
@@ -81,34 +83,55 @@ func ParseDuration(name, v string) (time.Duration, error) {
 	return d, nil
 }
 
-// OpenDevice opens the device DefaultDevice for a tool. With useRoCE it takes the local
-// address from localAddr, gives it to the device (the RoCEv2 ICRC covers it) and binds a
-// RoCEv2 endpoint to it on UDP 4791. On error the device and endpoint made so far are
-// still returned, for the caller's cleanup to close.
-func OpenDevice(useRoCE bool, localAddr func() (netip.Addr, error)) (*rnic.Device, *rocev2.Endpoint, error) {
-	devCfg := rnic.Config{Name: DefaultDevice}
-	var laddr netip.Addr
-	if useRoCE {
-		var err error
-		if laddr, err = localAddr(); err != nil {
-			return nil, nil, err
+// Open opens a device named name (DefaultDevice when "") and attaches it through the
+// connection manager to network (cm.IWARP or cm.RoCEv2) at local, an IP (the address
+// listeners bind; "" for the transport's default) or, for RoCEv2, "ip" or "ip:udpport":
+// the address of the RoCE link (required; the ICRC covers it; UDP 4791 by default). On
+// error the device made so far is still returned, for the caller's cleanup to close.
+func Open(name, network, local string, o *cm.Options) (*rnic.Device, *cm.Transport, error) {
+	if name == "" {
+		name = DefaultDevice
+	}
+	devCfg := rnic.Config{Name: name}
+	if local != "" {
+		ip := local
+		if ap, err := netip.ParseAddrPort(local); err == nil {
+			ip = ap.Addr().Unmap().String()
 		}
-		devCfg.LocalAddr = laddr.String()
+		devCfg.LocalAddr = ip
+	} else if network == cm.RoCEv2 {
+		return nil, nil, errors.New("RoCEv2 needs a local IP address")
 	}
 	dev, err := rnic.Open(devCfg)
 	if err != nil {
 		return dev, nil, err
 	}
-	if !useRoCE {
-		return dev, nil, nil
-	}
-	link, err := rocev2.ListenUDP(netip.AddrPortFrom(laddr, roce.UDPPort), nil)
+	t, err := cm.Open(dev, network, local, o)
 	if err != nil {
-		return dev, nil, fmt.Errorf("RoCEv2 UDP socket on %v: %w", laddr, err)
+		return dev, nil, err
 	}
-	// kernel peers send from entropy ports and listen on 4791: the endpoint answers them
-	// there (rnic/rocev2.Addr)
-	return dev, rocev2.NewEndpoint(dev, link, nil), nil
+	return dev, t, nil
+}
+
+// LocalIP picks a tool's local IP address: bind when given (an IP literal, named what in
+// errors), else the route's source towards peer (when given), else the host's first
+// non-loopback IPv4 address, else 127.0.0.1.
+func LocalIP(what, bind, peer string) (netip.Addr, error) {
+	if bind != "" {
+		return ParseIP(what, bind)
+	}
+	if peer != "" {
+		return RouteSource(peer, roce.UDPPort)
+	}
+	ifs, _ := net.InterfaceAddrs()
+	for _, ia := range ifs {
+		if pn, ok := ia.(*net.IPNet); ok {
+			if a, ok := netip.AddrFromSlice(pn.IP); ok && a.Unmap().Is4() && !a.IsLoopback() {
+				return a.Unmap(), nil
+			}
+		}
+	}
+	return netip.AddrFrom4([4]byte{127, 0, 0, 1}), nil
 }
 
 // RouteSource returns the local address the kernel would use to send UDP to host:port
@@ -168,4 +191,89 @@ func IBVStatus(st rnic.Status) (int, string) {
 		return 19, "fatal error"
 	}
 	return 21, "general error"
+}
+
+// Watchdog ends a context with a cause when nothing has happened for a while: the
+// tools' bound on waits for a peer that may never answer. Kick it on every sign of
+// progress.
+type Watchdog struct {
+	t *time.Timer
+	d time.Duration
+}
+
+// NewWatchdog returns ctx ended with cause after d without a Kick (never for d == 0) and
+// a stop function the caller must call.
+func NewWatchdog(ctx context.Context, d time.Duration, cause error) (context.Context, *Watchdog, func()) {
+	if d <= 0 {
+		return ctx, &Watchdog{}, func() {}
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	w := &Watchdog{d: d, t: time.AfterFunc(d, func() { cancel(cause) })}
+	return ctx, w, func() { w.t.Stop(); cancel(nil) }
+}
+
+// Kick restarts the watchdog's period.
+func (w *Watchdog) Kick() {
+	if w.t != nil {
+		w.t.Reset(w.d)
+	}
+}
+
+// IWARPConfig is the MPA configuration of the tools that dial softrnic or siw peers
+// (perftest, cmatose, rdma-client): rnic/iwarp's default, MPA rev 2 with the IRD/ORD word
+// and peer-to-peer mode with an RTR, but CRC only when asked (siw's default is none).
+// The RTR makes the initiator's first FPDU, so that a softrnic responder, which may send
+// nothing before it (RFC 5044 §7.1.2 rule 4), can serve protocols whose server speaks
+// first; a responder follows the initiator's choice (siw asks for the client-server
+// model).
+func IWARPConfig(crc bool) *iwarp.Config {
+	c := iwarp.DefaultConfig()
+	c.MPA.CRC = crc
+	return c
+}
+
+// NetworkOf names the network a tool runs on: cm.RoCEv2 with roce, else cm.IWARP.
+func NetworkOf(roce bool) string {
+	if roce {
+		return cm.RoCEv2
+	}
+	return cm.IWARP
+}
+
+// OpenCM opens a device on the network for a tool of the rdma_cm examples: over RoCEv2
+// the link's address is bind, else the route towards peer, else the host's first IPv4
+// address; over iWARP listeners bind bind (every address when "").
+func OpenCM(roce bool, bind, peer string) (*rnic.Device, *cm.Transport, error) {
+	if !roce {
+		local := ""
+		if bind != "" {
+			a, err := ParseIP("bind address", bind)
+			if err != nil {
+				return nil, nil, err
+			}
+			local = a.String()
+		}
+		return Open("", cm.IWARP, local, &cm.Options{IWARP: IWARPConfig(false)})
+	}
+	local, err := LocalIP("bind address", bind, peer)
+	if err != nil {
+		return nil, nil, err
+	}
+	return Open("", cm.RoCEv2, local.String(), nil)
+}
+
+// SignalContext returns a context that SIGINT ends, for a tool's Main.
+func SignalContext() (context.Context, context.CancelFunc) {
+	return signal.NotifyContext(context.Background(), os.Interrupt)
+}
+
+// Cause returns ctx's cancellation cause when ctx has ended (a timeout, an interrupt, a
+// watchdog), else err.
+func Cause(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		if c := context.Cause(ctx); c != nil && !errors.Is(err, c) {
+			return fmt.Errorf("%w (%v)", c, err)
+		}
+	}
+	return err
 }

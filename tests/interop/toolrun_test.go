@@ -1,0 +1,249 @@
+package interop
+
+import (
+	"context"
+	"encoding/base64"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// Helpers of the tool-parity tests (issue 15): a real tool in the guest against a
+// softrnic tool on the host, in both roles.
+
+var toolPorts atomic.Int32
+
+// toolPort returns a fresh port per run (no TIME_WAIT or CM clashes between runs).
+func toolPort() int { return 19000 + int(toolPorts.Add(1)) }
+
+var guestBins sync.Map // name → error (nil: present)
+
+// guestBinary makes sure the guest has the rdma-core or perftest binary name: the guest
+// image keeps a selection of them, and tools it lacks (ib_atomic_bw, ibv_uc_pingpong) are
+// copied into the running guest from the Debian package the image was built from (in
+// the cache's debs/), so the image itself is not rebuilt.
+func guestBinary(t *testing.T, g *Guest, name string) {
+	t.Helper()
+	if v, ok := guestBins.Load(name); ok {
+		if v != nil {
+			t.Fatal(v)
+		}
+		return
+	}
+	err := uploadBinary(g, name)
+	guestBins.Store(name, err)
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func uploadBinary(g *Guest, name string) error {
+	if r, err := g.Run("command -v "+name, 30*time.Second); err == nil && r.Code == 0 {
+		return nil
+	}
+	pkg := "rdmacm-utils"
+	switch {
+	case strings.HasPrefix(name, "ib_"):
+		pkg = "perftest"
+	case strings.HasPrefix(name, "ibv_"):
+		pkg = "ibverbs-utils"
+	}
+	debs, _ := filepath.Glob(filepath.Join(CacheDir(), "debs", pkg+"_*.deb"))
+	if len(debs) != 1 {
+		return fmt.Errorf("guest lacks %s and the cache has no single %s package (%v)", name, pkg, debs)
+	}
+	dir, err := os.MkdirTemp("", "softrnic-deb-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	if out, err := exec.Command("dpkg", "-x", debs[0], dir).CombinedOutput(); err != nil {
+		return fmt.Errorf("dpkg -x %s: %v\n%s", debs[0], err, out)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "usr", "bin", name))
+	if err != nil {
+		return err
+	}
+	script := fmt.Sprintf("set -e\necho '%s' | base64 -d >/usr/bin/%s\nchmod 755 /usr/bin/%s\n%s -h >/dev/null 2>&1 || true\ncommand -v %s\n",
+		base64.StdEncoding.EncodeToString(b), name, name, name, name)
+	out, err := g.MustRun(script, 60*time.Second)
+	if err != nil {
+		return fmt.Errorf("copying %s into the guest: %v\n%s", name, err, out)
+	}
+	return nil
+}
+
+// hostTCPListening waits until a host program in the guest's namespace listens on TCP
+// port (from /proc/net/tcp and tcp6 there), instead of a fixed sleep before a guest client.
+func hostTCPListening(g *Guest, port int, timeout time.Duration) error {
+	want := regexp.MustCompile(fmt.Sprintf(`:%04X 0+:0000 0A `, port))
+	deadline := time.Now().Add(timeout)
+	for {
+		out, _ := g.HostCommand(context.Background(), "cat", "/proc/net/tcp", "/proc/net/tcp6").Output()
+		if want.Match(out) {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("host: nothing listens on TCP port %d after %v", port, timeout)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// pairResult is one run of a guest tool against a softrnic tool.
+type pairResult struct {
+	guest, host       string
+	guestCode, hostCd int
+}
+
+// ready says how to wait for a server before starting its client.
+type ready struct {
+	cmPort  int    // guest server: an rdma_cm ID listens on this port
+	tcpPort int    // a TCP socket listens on this port (guest or host server)
+	marker  string // host server: this text in its output
+}
+
+// guestServer runs script in the guest as the server and softrnic args on the host as
+// its client; both must end within timeout.
+func guestServer(t *testing.T, g *Guest, script string, rd ready, args []string, timeout time.Duration) pairResult {
+	t.Helper()
+	srv, err := g.Start("exec "+script, timeout+30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Kill()
+	switch {
+	case rd.cmPort != 0:
+		err = g.WaitCMListen(rd.cmPort, 60*time.Second)
+	case rd.tcpPort != 0:
+		err = g.WaitTCPListen(rd.tcpPort, 60*time.Second)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	cli, err := g.StartHost(timeout, softrnic(t), args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Kill()
+	hr, _ := cli.Wait(timeout)
+	gr, err := srv.Wait(30 * time.Second)
+	if err != nil {
+		srv.Kill()
+	}
+	return pairResult{guest: gr.Output, host: hr.Output, guestCode: gr.Code, hostCd: hr.Code}
+}
+
+// hostServer runs softrnic args on the host as the server and script in the guest as its
+// client.
+func hostServer(t *testing.T, g *Guest, args []string, rd ready, script string, timeout time.Duration) pairResult {
+	t.Helper()
+	srv, err := g.StartHost(timeout+30*time.Second, softrnic(t), args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Kill()
+	switch {
+	case rd.marker != "":
+		if !srv.WaitOutput(rd.marker, 30*time.Second) {
+			t.Fatalf("softrnic server did not start (no %q):\n%s", rd.marker, srv.Output())
+		}
+	case rd.tcpPort != 0:
+		if err := hostTCPListening(g, rd.tcpPort, 30*time.Second); err != nil {
+			t.Fatalf("%v\n%s", err, srv.Output())
+		}
+	}
+	gr, err := g.Run(script, timeout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hr, _ := srv.Wait(30 * time.Second)
+	return pairResult{guest: gr.Output, host: hr.Output, guestCode: gr.Code, hostCd: hr.Code}
+}
+
+// ok fails the test unless both sides exited 0.
+func (r pairResult) ok(t *testing.T, guestTool string) {
+	t.Helper()
+	if r.guestCode != 0 || r.hostCd != 0 {
+		t.Fatalf("guest %s exit %d:\n%s\nsoftrnic exit %d:\n%s", guestTool, r.guestCode, Tail(r.guest, 3000), r.hostCd, Tail(r.host, 3000))
+	}
+}
+
+// latRowRE matches a perftest latency row (REPORT_FMT_LAT): size, iterations and the
+// seven statistics.
+var latRowRE = regexp.MustCompile(`(?m)^ (\d+)\s+(\d+)\s+([0-9.]+)\s+([0-9.]+)\s+([0-9.]+)\s+([0-9.]+)\s+([0-9.]+)\s+([0-9.]+)\s+([0-9.]+)\s*$`)
+
+// latTypical returns the typical latency (µs) of the latency row for size, checking
+// its iteration count.
+func latTypical(t *testing.T, who, out string, size, iters int) float64 {
+	t.Helper()
+	for _, m := range latRowRE.FindAllStringSubmatch(out, -1) {
+		if m[1] != strconv.Itoa(size) {
+			continue
+		}
+		if m[2] != strconv.Itoa(iters) {
+			t.Errorf("%s reported %s iterations, want %d", who, m[2], iters)
+		}
+		v, _ := strconv.ParseFloat(m[5], 64)
+		return v
+	}
+	t.Errorf("%s printed no latency row for %d bytes:\n%s", who, size, Tail(out, 3000))
+	return 0
+}
+
+// skeleton reduces perftest output to its form: banner labels, address-line shapes,
+// headers, and a placeholder per result row; values are dropped. Scripts that parse
+// perftest find the same lines in softrnic's output.
+func skeleton(out string) []string {
+	var s []string
+	num := regexp.MustCompile(`0x[0-9a-f]+|[0-9]+(\.[0-9]+)?`)
+	for _, l := range strings.Split(out, "\n") {
+		switch {
+		case strings.TrimSpace(l) == "", l == "Device not recognized to implement inline feature. Disabling it",
+			strings.HasPrefix(l, "Correlation coefficient r^2:"): // perftest's stderr notes
+		case latRowRE.MatchString(l) || ptReportRE.MatchString(l):
+			s = append(s, "<row>")
+		case strings.HasPrefix(l, " GID: "):
+			s = append(s, " GID: <gid>")
+		case strings.Contains(l, " address: "):
+			s = append(s, num.ReplaceAllString(l, "N"))
+		case strings.Contains(l, ":") && !strings.HasPrefix(l, " #bytes"):
+			var parts []string
+			for _, f := range strings.Split(l, "\t\t") {
+				k, _, _ := strings.Cut(f, ":")
+				parts = append(parts, k+":")
+			}
+			s = append(s, strings.Join(parts, "\t\t"))
+		default:
+			s = append(s, l)
+		}
+	}
+	return s
+}
+
+// sameSkeleton reports where softrnic's output form differs from perftest's (nil: the
+// same).
+func sameSkeleton(perftest, softrnic string) error {
+	a, b := skeleton(perftest), skeleton(softrnic)
+	for i := range max(len(a), len(b)) {
+		var x, y string
+		if i < len(a) {
+			x = a[i]
+		}
+		if i < len(b) {
+			y = b[i]
+		}
+		if x != y {
+			return fmt.Errorf("line %d: perftest %q, softrnic %q", i+1, x, y)
+		}
+	}
+	return nil
+}
