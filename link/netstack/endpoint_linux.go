@@ -31,7 +31,7 @@ type linkEndpoint struct {
 	dmu    sync.Mutex // dframe: frames for peers being resolved
 	dframe []byte
 
-	noNeigh, tooLong atomic.Uint64
+	noNeigh, tooLong, partial atomic.Uint64
 }
 
 var _ stack.LinkEndpoint = (*linkEndpoint)(nil)
@@ -42,8 +42,9 @@ func newLinkEndpoint(p *afxdp.Port) *linkEndpoint {
 	return e
 }
 
-// Frame implements afxdp.Receiver: the IP packet is copied into a gVisor
-// buffer and delivered at once.
+// Frame implements afxdp.Receiver: the checksums are verified (a partial TCP
+// checksum completed, see csum.go), the IP packet is copied into a gVisor buffer and
+// delivered at once.
 func (e *linkEndpoint) Frame(f afxdp.RxFrame) bool {
 	e.mu.RLock()
 	d := e.dispatcher
@@ -55,7 +56,13 @@ func (e *linkEndpoint) Frame(f afxdp.RxFrame) bool {
 	if f.Data[f.L3]>>4 == 6 {
 		proto = header.IPv6ProtocolNumber
 	}
-	pkt := stack.NewPacketBuffer(stack.PacketBufferOptions{Payload: buffer.MakeWithData(f.Data[f.L3:])})
+	ip := f.Data[f.L3:]
+	cs := verifyTCP(ip, f.L4-f.L3)
+	if cs == csumPartial {
+		e.partial.Add(1)
+	}
+	pkt := stack.NewPacketBuffer(stack.PacketBufferOptions{Payload: buffer.MakeWithData(ip)})
+	pkt.RXChecksumValidated = cs != csumBad // else gVisor verifies (and counts) it
 	d.DeliverNetworkPacket(proto, pkt)
 	pkt.DecRef()
 	return false
