@@ -72,19 +72,35 @@ func newConn(st *Stack, r *reservation, ep tcpip.Endpoint, wq *waiter.Queue) *co
 	c.wwait, c.wch = waiter.NewChannelEntry(waiter.WritableEvents)
 	c.rdl.init()
 	c.wdl.init()
-	// The largest segment payload (RFC 9293 §3.7.1): the MTU less the IP and TCP
-	// headers and the timestamp option when negotiated (gVisor offers it).
-	c.mss = int(st.ep.MTU()) - header.TCPMinimumSize
-	if st.local.Is4() {
-		c.mss -= header.IPv4MinimumSize
-	} else {
-		c.mss -= header.IPv6MinimumSize
-	}
-	if te, ok := ep.(*tcp.Endpoint); ok && te.SendTSOk {
-		c.mss -= header.TCPOptionTSLength + 2 // padded to a multiple of 4
-	}
+	c.mss = segmentPayload(int(st.ep.MTU()), st.local.Is6(), ep)
+
 	c.watch()
 	return c
+}
+
+// segmentPayload is the largest payload gVisor's TCP puts in a segment on a link of this
+// MTU: the MSS (RFC 9293 §3.7.1) less room for the largest options it may send (its
+// sender's maxOptionSize: the timestamp option and as many SACK blocks as fit, NOP
+// padded), whether or not a segment carries them. 1420 on Ethernet over IPv4 with
+// timestamps and SACK, as negotiated with Linux.
+func segmentPayload(mtu int, v6 bool, ep tcpip.Endpoint) int {
+	mss := mtu - header.TCPMinimumSize - header.IPv4MinimumSize
+	if v6 {
+		mss = mtu - header.TCPMinimumSize - header.IPv6MinimumSize
+	}
+	te, ok := ep.(*tcp.Endpoint)
+	if !ok {
+		return mss
+	}
+	opts := 0
+	if te.SendTSOk {
+		opts = 2 + header.TCPOptionTSLength // NOP, NOP, timestamps
+	}
+	if te.SACKPermitted {
+		blocks := min(header.TCPMaxSACKBlocks, (header.TCPOptionsMaximumSize-opts-4)/8)
+		opts += 4 + 8*blocks // NOP, NOP, kind, length, blocks
+	}
+	return mss - (opts+3)&^3
 }
 
 func tcpAddr(a tcpip.FullAddress) *net.TCPAddr {

@@ -43,26 +43,26 @@ func recv(t testing.TB, b *host, wrid uint64, n int) rnic.Completion {
 	return c
 }
 
-// everyOperation runs each iWARP operation from a to b with 1 MiB messages where the
-// operation carries data: Send (three SGEs into two), Send with Solicited Event, Send
+// everyOperation runs each operation from a to b with messages of n bytes (at least
+// 64; 1 MiB at most) where the operation carries data: Send (three SGEs into two), Send with Solicited Event, Send
 // with Invalidate, RDMA Write, RDMA Read, Write with Immediate, Immediate Data alone,
 // atomic Fetch-and-Add and Compare-and-Swap (RFC 7306), and zero-length Send, Write and
 // Read. Every byte is checked.
-func everyOperation(t *testing.T, a, b *host, seed uint64) {
+func everyOperation(t *testing.T, a, b *host, seed uint64, n int) {
 	// a's region: [0, 1M) source, [1M, 2M) read target; b's: [0, 1M) receive buffer,
 	// [1M, 2M) write target and read source, [4M, 4M+16) atomics.
-	src, rdst := a.buf[:msgSize], a.buf[msgSize:2*msgSize]
-	rbuf, wdst := b.buf[:msgSize], b.buf[msgSize:2*msgSize]
+	src, rdst := a.buf[:n], a.buf[msgSize:msgSize+n]
+	rbuf, wdst := b.buf[:n], b.buf[msgSize:msgSize+n]
 	fill(src, seed)
 	clear(rbuf)
 	clear(wdst)
 
 	// Send, three SGEs into a receive of two
-	if err := b.qp.PostRecv(&rnic.RecvWR{WRID: 1, SGL: []rnic.SGE{b.mr.SGE(0, 1000), b.mr.SGE(1000, msgSize-1000)}}); err != nil {
+	if err := b.qp.PostRecv(&rnic.RecvWR{WRID: 1, SGL: []rnic.SGE{b.mr.SGE(0, n/3), b.mr.SGE(n/3, n-n/3)}}); err != nil {
 		t.Fatal(err)
 	}
-	post(t, a, &rnic.SendWR{WRID: 1, Opcode: rnic.OpSend, SGL: []rnic.SGE{a.mr.SGE(0, 7), a.mr.SGE(7, 500000), a.mr.SGE(500007, msgSize-500007)}}, rnic.WCSend)
-	recv(t, b, 1, msgSize)
+	post(t, a, &rnic.SendWR{WRID: 1, Opcode: rnic.OpSend, SGL: []rnic.SGE{a.mr.SGE(0, 7), a.mr.SGE(7, n/2), a.mr.SGE(7+n/2, n-7-n/2)}}, rnic.WCSend)
+	recv(t, b, 1, n)
 	if !bytes.Equal(rbuf, src) {
 		t.Fatal("Send: data differ")
 	}
@@ -84,7 +84,7 @@ func everyOperation(t *testing.T, a, b *host, seed uint64) {
 	}
 
 	// RDMA Write, then a Send so b reads its memory after the placement
-	post(t, a, &rnic.SendWR{WRID: 4, Opcode: rnic.OpWrite, SGL: []rnic.SGE{a.mr.SGE(0, msgSize)},
+	post(t, a, &rnic.SendWR{WRID: 4, Opcode: rnic.OpWrite, SGL: []rnic.SGE{a.mr.SGE(0, n)},
 		RemoteAddr: b.mr.Addr() + msgSize, RKey: b.mr.RKey()}, rnic.WCWrite)
 	_ = b.qp.PostRecv(&rnic.RecvWR{WRID: 4})
 	post(t, a, &rnic.SendWR{WRID: 40, Opcode: rnic.OpSend}, rnic.WCSend)
@@ -94,15 +94,15 @@ func everyOperation(t *testing.T, a, b *host, seed uint64) {
 	}
 	// RDMA Read of what was written, into two SGEs
 	clear(rdst)
-	c := post(t, a, &rnic.SendWR{WRID: 5, Opcode: rnic.OpRead, SGL: []rnic.SGE{a.mr.SGE(msgSize, 3333), a.mr.SGE(msgSize+3333, msgSize-3333)},
+	c := post(t, a, &rnic.SendWR{WRID: 5, Opcode: rnic.OpRead, SGL: []rnic.SGE{a.mr.SGE(msgSize, n/3), a.mr.SGE(msgSize+n/3, n-n/3)},
 		RemoteAddr: b.mr.Addr() + msgSize, RKey: b.mr.RKey()}, rnic.WCRead)
-	if c.ByteLen != msgSize || !bytes.Equal(rdst, src) {
+	if c.ByteLen != uint32(n) || !bytes.Equal(rdst, src) {
 		t.Fatalf("RDMA Read: %d bytes, data equal %v", c.ByteLen, bytes.Equal(rdst, src))
 	}
 	// Write with Immediate (RFC 7306 §6) and Immediate Data alone
-	fill(src[:msgSize], seed+1)
+	fill(src, seed+1)
 	_ = b.qp.PostRecv(&rnic.RecvWR{WRID: 6})
-	post(t, a, &rnic.SendWR{WRID: 6, Opcode: rnic.OpWriteImm, Imm: 0xc0ffee, SGL: []rnic.SGE{a.mr.SGE(0, msgSize)},
+	post(t, a, &rnic.SendWR{WRID: 6, Opcode: rnic.OpWriteImm, Imm: 0xc0ffee, SGL: []rnic.SGE{a.mr.SGE(0, n)},
 		RemoteAddr: b.mr.Addr() + msgSize, RKey: b.mr.RKey()}, rnic.WCWrite)
 	if c := wait(t, b.rcq); c.Status != rnic.StatusSuccess || c.Opcode != rnic.WCRecvRDMAWithImm || c.Imm != 0xc0ffee {
 		t.Fatalf("Write with Immediate: %+v", c)
@@ -157,7 +157,7 @@ func TestIWARPOverAFXDP(t *testing.T) {
 	for _, crc := range []bool{true, false} {
 		for _, xdpDials := range []bool{true, false} {
 			t.Run(fmt.Sprintf("crc=%v/afxdp-dials=%v", crc, xdpDials), func(t *testing.T) {
-				x, k := r.newHost(t, true, crc, nil), r.newHost(t, false, crc, nil)
+				x, k := r.newHost(t, hostOpts{xdp: true, crc: crc}), r.newHost(t, hostOpts{crc: crc})
 				r.loss(true)
 				defer r.loss(false)
 				var xc, kc *rnic.QP
@@ -171,8 +171,8 @@ func TestIWARPOverAFXDP(t *testing.T) {
 				if xc != x.qp || kc != k.qp {
 					t.Fatal("QPs")
 				}
-				everyOperation(t, x, k, 1)
-				everyOperation(t, k, x, 2)
+				everyOperation(t, x, k, 1, msgSize)
+				everyOperation(t, k, x, 2, msgSize)
 				r.loss(false)
 				x.qp.Disconnect()
 				for _, h := range []*host{x, k} {

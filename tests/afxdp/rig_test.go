@@ -7,6 +7,7 @@
 package afxdp
 
 import (
+	"bytes"
 	"context"
 	"math/rand/v2"
 	"net"
@@ -17,12 +18,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/softrnic/softrnic/capture"
 	"github.com/softrnic/softrnic/internal/netnstest"
 	"github.com/softrnic/softrnic/link/afxdp"
 	"github.com/softrnic/softrnic/link/netstack"
 	"github.com/softrnic/softrnic/rnic"
 	"github.com/softrnic/softrnic/rnic/cm"
 	"github.com/softrnic/softrnic/rnic/iwarp"
+	"github.com/softrnic/softrnic/rnic/rocev2/xdp"
 )
 
 // lossy drops a fraction of frames with a seeded generator while on.
@@ -126,20 +129,38 @@ func iwarpConfig(crc bool) *iwarp.Config {
 	return c
 }
 
-// newHost opens a host on addr: over the rig's stack (xdp) or the kernel's TCP in
-// namespace 1.
-func (r *rig) newHost(t testing.TB, xdp, crc bool, capture func(*cm.Options)) *host {
+// hostOpts describe a host: its network (cm.IWARP by default), whether it runs over the
+// rig's AF_XDP port (else the kernel's sockets in namespace 1), MPA CRC, and a capture
+// of its transport (cm.Options.Capture).
+type hostOpts struct {
+	network string
+	xdp     bool
+	crc     bool
+	capture *capture.Writer
+}
+
+// newHost opens a host.
+func (r *rig) newHost(t testing.TB, ho hostOpts) *host {
 	t.Helper()
-	h := &host{name: "kernel", buf: make([]byte, regionSize)}
-	addr := r.kernelAddr
-	o := &cm.Options{IWARP: iwarpConfig(crc)}
-	h.ns = func(f func()) { netnstest.In(t, r.env.NS[1], f) }
-	if xdp {
-		h.name, addr, o.TCP = "afxdp", r.xdpAddr, r.st
-		h.ns = func(f func()) { f() }
+	if ho.network == "" {
+		ho.network = cm.IWARP
 	}
-	if capture != nil {
-		capture(o)
+	h := &host{name: "kernel-" + ho.network, buf: make([]byte, regionSize)}
+	addr := r.kernelAddr
+	o := &cm.Options{IWARP: iwarpConfig(ho.crc), Capture: ho.capture}
+	h.ns = func(f func()) { netnstest.In(t, r.env.NS[1], f) }
+	if ho.xdp {
+		h.name, addr = "afxdp-"+ho.network, r.xdpAddr
+		h.ns = func(f func()) { f() }
+		if ho.network == cm.IWARP {
+			o.TCP = r.st
+		} else {
+			l, err := xdp.New(xdp.Options{Port: r.port, Addr: netip.AddrPortFrom(addr, 4791)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			o.Link = l // the transport closes it
+		}
 	}
 	var err error
 	if h.dev, err = rnic.Open(rnic.Config{Name: h.name, LocalAddr: addr.String()}); err != nil {
@@ -149,7 +170,8 @@ func (r *rig) newHost(t testing.TB, xdp, crc bool, capture func(*cm.Options)) *h
 		for range h.dev.Events() {
 		}
 	}()
-	if h.tr, err = cm.Open(h.dev, cm.IWARP, addr.String(), o); err != nil {
+	h.ns(func() { h.tr, err = cm.Open(h.dev, ho.network, addr.String(), o) })
+	if err != nil {
 		t.Fatal(err)
 	}
 	h.pd, _ = h.dev.AllocPD()
@@ -209,7 +231,8 @@ func connect(t testing.TB, srv, cli *host) (sc, cc *cm.Conn) {
 	if a.err != nil {
 		t.Fatalf("%s accepts: %v", srv.name, a.err)
 	}
-	if string(cc.PrivateData()) != "accept from "+srv.name || a.c.RemoteAddr() == nil {
+	// RoCEv2 delivers the whole fixed-size private-data field
+	if !bytes.HasPrefix(cc.PrivateData(), []byte("accept from "+srv.name)) || a.c.RemoteAddr() == nil {
 		t.Fatalf("private data %q", cc.PrivateData())
 	}
 	return a.c, cc
