@@ -33,6 +33,8 @@ type Port struct {
 	mode     Mode
 	zc       bool
 	maxFrame int // longest frame sent: MTU + Ethernet header, at most a UMEM frame
+	maxRx    int // longest frame received: MTU + Ethernet header (multi-buffer), else one UMEM frame less headroom
+	sg       bool
 	keep     int64
 	dropRx   func([]byte) bool
 	dropTx   func([]byte) bool
@@ -54,6 +56,7 @@ type Port struct {
 	tx  Tx
 
 	rxPackets, txPackets, rxDropped, rxInjected, txInjected, txDropped atomic.Uint64
+	rxMulti, rxTooLong                                                 atomic.Uint64
 }
 
 // Open attaches the port to o.Interface (see the package comment for
@@ -115,8 +118,9 @@ func Open(o Options) (p *Port, err error) {
 			}
 		}
 	}
+	p.sg = !o.SingleBuffer
 	for _, q := range queues {
-		s, err := openXSK(attrs.Index, q, half, o.ZeroCopy)
+		s, err := openXSK(attrs.Index, q, half, o.ZeroCopy, p.sg)
 		if s != nil {
 			p.socks = append(p.socks, s)
 		}
@@ -124,6 +128,17 @@ func Open(o Options) (p *Port, err error) {
 			return p, fmt.Errorf("afxdp: AF_XDP socket on %s queue %d: %w", o.Interface, q, err)
 		}
 		p.zc = s.zc
+		p.sg = p.sg && s.sg
+	}
+	p.maxRx = FrameSize - copyHeadroom
+	if p.zc {
+		p.maxRx = FrameSize
+	}
+	if p.sg {
+		p.maxRx = maxChain
+		if attrs.MTU > 0 {
+			p.maxRx = min(maxChain, ethLen+attrs.MTU)
+		}
 	}
 	if err = p.attach(o.Mode); err != nil {
 		return p, fmt.Errorf("afxdp: XDP program on %s: %w", o.Interface, err)
@@ -156,10 +171,17 @@ func (p *Port) attach(mode Mode) error {
 	if err != nil {
 		return fmt.Errorf("steering map: %w", err)
 	}
-	p.prog, err = ebpf.NewProgram(&ebpf.ProgramSpec{
+	spec := &ebpf.ProgramSpec{
 		Name: "softrnic_steer", Type: ebpf.XDP, License: "Dual BSD/GPL",
 		Instructions: redirectProgram(p.xsks, p.ports, p.local),
-	})
+	}
+	if p.sg {
+		// multi-buffer aware (xdp.frags): it reads only the headers, which are in
+		// the first buffer, and lets the driver and generic XDP pass it packets
+		// of several buffers, which the sockets receive with XDP_USE_SG
+		spec.Flags = unix.BPF_F_XDP_HAS_FRAGS
+	}
+	p.prog, err = ebpf.NewProgram(spec)
 	if err != nil {
 		return fmt.Errorf("load: %w", err)
 	}
@@ -242,10 +264,29 @@ func (p *Port) rxLoop(i int) {
 		s.fmu.Lock()
 		for range n {
 			d := s.rx.desc(s.rx.local)
-			addr, ln := d.Addr, uint64(d.Len)
+			addr, ln, more := d.Addr, uint64(d.Len), d.Options&unix.XDP_PKT_CONTD != 0
 			s.rx.local++
-			if addr+ln <= uint64(len(s.umem)) && p.dispatch(s, i, s.umem[addr:addr+ln], addr, recv, &ended) {
-				continue // kept
+			valid := addr+ln <= uint64(len(s.umem))
+			switch {
+			case s.chainLen == 0 && !s.chainBad && !more:
+				// a packet in one buffer, handed over in place
+				if valid && p.dispatch(s, i, s.umem[addr:addr+ln], addr, recv, &ended) {
+					continue // kept
+				}
+			case !valid || s.chainBad || s.chainLen+int(ln) > len(s.chain):
+				s.chainBad = true
+			default:
+				s.chainLen += copy(s.chain[s.chainLen:], s.umem[addr:addr+ln])
+			}
+			if !more && (s.chainLen > 0 || s.chainBad) {
+				// the last buffer of a packet of several: hand over the copy
+				if s.chainBad {
+					p.rxTooLong.Add(1)
+				} else {
+					p.rxMulti.Add(1)
+					p.dispatch(s, i, s.chain[:s.chainLen], noAddr, recv, &ended)
+				}
+				s.chainLen, s.chainBad = 0, false
 			}
 			*s.fill.addr(s.fill.local) = addr &^ (FrameSize - 1)
 			s.fill.local++
@@ -291,6 +332,11 @@ func (p *Port) dispatch(s *xsk, i int, f []byte, addr uint64, recv map[uint32]Re
 	if !seen {
 		*ended = append(*ended, r)
 	}
+	if addr == noAddr {
+		// a multi-buffer packet copied out of the UMEM: valid during the call only
+		r.Frame(RxFrame{Data: f, L3: ethLen, L4: l4, sock: i, addr: noAddr})
+		return false
+	}
 	if s.kept.Load() >= p.keep {
 		// the receiver holds its share of the frames: it cannot keep more
 		p.rxDropped.Add(1)
@@ -302,6 +348,10 @@ func (p *Port) dispatch(s *xsk, i int, f []byte, addr uint64, recv map[uint32]Re
 	}
 	return false
 }
+
+// noAddr marks an RxFrame that is not in the UMEM (a multi-buffer packet's
+// copy): it cannot be kept.
+const noAddr = ^uint64(0)
 
 // parseL3 checks the Ethernet and IP headers of f (to local, of local's
 // family, IPv4 unfragmented) and returns the IP protocol and the offset of
@@ -331,6 +381,9 @@ func parseL3(f []byte, local netip.Addr) (proto uint8, l4 int, ok bool) {
 
 // Release gives back a frame a receiver kept.
 func (p *Port) Release(f RxFrame) {
+	if f.addr == noAddr {
+		return
+	}
 	s := p.socks[f.sock]
 	s.fmu.Lock()
 	if !p.closed.Load() {
@@ -443,6 +496,14 @@ func (p *Port) MTU() int { return p.mtu }
 // header, at most a UMEM frame.
 func (p *Port) MaxFrame() int { return p.maxFrame }
 
+// MaxRxFrame is the longest frame the port receives: with multi-buffer the
+// MTU plus the Ethernet header (packets of several UMEM frames), else one
+// UMEM frame less the kernel's headroom in copy mode.
+func (p *Port) MaxRxFrame() int { return p.maxRx }
+
+// MultiBuffer reports whether the sockets are bound with XDP_USE_SG.
+func (p *Port) MultiBuffer() bool { return p.sg }
+
 // Mode reports the attach mode in use (ModeDriver or ModeGeneric).
 func (p *Port) Mode() Mode { return p.mode }
 
@@ -476,6 +537,7 @@ func (p *Port) Stats() Stats {
 	s := Stats{
 		RxPackets: p.rxPackets.Load(), TxPackets: p.txPackets.Load(), RxDropped: p.rxDropped.Load(),
 		RxInjectedDrops: p.rxInjected.Load(), TxInjectedDrops: p.txInjected.Load(), TxDropped: p.txDropped.Load(),
+		RxMultiBuffer: p.rxMulti.Load(), RxTooLong: p.rxTooLong.Load(),
 	}
 	if p.neigh != nil {
 		p.neigh.stats(&s)

@@ -26,6 +26,8 @@ func (p *Port) Addr() netip.Addr                                 { return netip.
 func (p *Port) MAC() [6]byte                                     { return [6]byte{} }
 func (p *Port) MTU() int                                         { return 0 }
 func (p *Port) MaxFrame() int                                    { return 0 }
+func (p *Port) MaxRxFrame() int                                  { return 0 }
+func (p *Port) MultiBuffer() bool                                { return false }
 func (p *Port) Mode() Mode                                       { return ModeAuto }
 func (p *Port) ZeroCopy() bool                                   { return false }
 func (p *Port) Queues() []int                                    { return nil }

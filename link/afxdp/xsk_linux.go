@@ -51,16 +51,27 @@ type xsk struct {
 	fmu    sync.Mutex
 	txFree []uint64 // free TX frames
 	zc     bool
+	sg     bool // bound with XDP_USE_SG: a packet may span several RX descriptors
+	// chain assembles a packet spanning several RX descriptors (sg): chainLen
+	// bytes so far, chainBad once it overflowed (the rest is dropped)
+	chain    []byte
+	chainLen int
+	chainBad bool
 	// kept counts frames receivers hold (at most the port's keepLimit)
 	kept atomic.Int64
 	// rxCount counts frames read from the RX ring
 	rxCount atomic.Uint64
 }
 
+// maxChain bounds a multi-buffer packet: the kernel's 64 KiB IP packet (a
+// GSO or GRO super-packet from a local sender) behind an Ethernet header.
+const maxChain = 14 + 65535
+
 // openXSK creates a socket, registers its UMEM (2·half frames), maps the
 // four rings (half entries each), fills the fill ring with the first half
-// of the frames and binds to ifindex/queue.
-func openXSK(ifindex, queue, half int, zc bool) (s *xsk, err error) {
+// of the frames and binds to ifindex/queue, with XDP_USE_SG when sg is set
+// and the kernel takes it (Linux 6.6).
+func openXSK(ifindex, queue, half int, zc, sg bool) (s *xsk, err error) {
 	fd, err := unix.Socket(unix.AF_XDP, unix.SOCK_RAW|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, err
@@ -106,19 +117,31 @@ func openXSK(ifindex, queue, half int, zc bool) (s *xsk, err error) {
 	for i := half; i < 2*half; i++ {
 		s.txFree = append(s.txFree, uint64(i*FrameSize))
 	}
-	sa := &unix.SockaddrXDP{Ifindex: uint32(ifindex), QueueID: uint32(queue), Flags: unix.XDP_COPY}
-	if zc {
-		sa.Flags = unix.XDP_ZEROCOPY
-		if unix.Bind(fd, sa) == nil {
-			s.zc = true
-		} else {
-			sa.Flags = unix.XDP_COPY
+	// Bind, trying the wanted modes in order: zero-copy before copy, multi-buffer
+	// before single-buffer (a kernel before 6.6, or a zero-copy driver without
+	// multi-buffer support, refuses XDP_USE_SG).
+	var tries []uint16
+	for _, mode := range []uint16{unix.XDP_ZEROCOPY, unix.XDP_COPY} {
+		if mode == unix.XDP_ZEROCOPY && !zc {
+			continue
 		}
+		if sg {
+			tries = append(tries, mode|unix.XDP_USE_SG)
+		}
+		tries = append(tries, mode)
 	}
-	if !s.zc {
-		if err := unix.Bind(fd, sa); err != nil {
+	for i, f := range tries {
+		err = unix.Bind(fd, &unix.SockaddrXDP{Ifindex: uint32(ifindex), QueueID: uint32(queue), Flags: f})
+		if err == nil {
+			s.zc, s.sg = f&unix.XDP_ZEROCOPY != 0, f&unix.XDP_USE_SG != 0
+			break
+		}
+		if i == len(tries)-1 {
 			return s, fmt.Errorf("bind: %w", err)
 		}
+	}
+	if s.sg {
+		s.chain = make([]byte, maxChain)
 	}
 	if err := unix.SetNonblock(fd, true); err != nil {
 		return s, err

@@ -38,7 +38,9 @@ var _ stack.LinkEndpoint = (*linkEndpoint)(nil)
 
 func newLinkEndpoint(p *afxdp.Port) *linkEndpoint {
 	e := &linkEndpoint{port: p, mac: p.MAC(), dframe: make([]byte, afxdp.FrameSize)}
-	e.mtu.Store(uint32(p.MaxFrame() - ethLen))
+	// the largest packet both ways: what the port sends in one frame and
+	// receives (gVisor advertises its MSS from this MTU)
+	e.mtu.Store(uint32(min(p.MaxFrame(), p.MaxRxFrame()) - ethLen))
 	return e
 }
 

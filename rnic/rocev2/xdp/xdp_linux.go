@@ -165,6 +165,12 @@ func (l *Link) Close() error {
 // Frame implements afxdp.Receiver: it keeps the frame for Recv, or drops
 // it when the link holds its share already.
 func (l *Link) Frame(f afxdp.RxFrame) bool {
+	if !f.Keepable() {
+		// a packet of several buffers: longer than any RoCE packet the link
+		// sends or expects (path MTU ≤ 2048)
+		l.rxDropped.Add(1)
+		return false
+	}
 	l.qmu.Lock()
 	defer l.qmu.Unlock()
 	if l.qn == len(l.q) || l.closed.Load() {
