@@ -37,7 +37,10 @@
 //
 // Transmission goes through [Port.Tx], which holds the port's send lock for
 // one batch: frames are built in UMEM frames and the batch is kicked with
-// one sendto.
+// one sendto. A frame whose transport checksum is left partial is queued
+// with Tx.QueueChecksum: the kernel completes it through the frame's TX
+// metadata (AF_XDP checksum offload, Documentation/networking/xsk-tx-metadata.rst)
+// where it can, the port otherwise.
 //
 // # Neighbours
 //
@@ -165,6 +168,17 @@ type Options struct {
 	// Stats.RxMultiBuffer); without it such packets are dropped by the
 	// kernel.
 	SingleBuffer bool
+	// NoTxChecksum turns transmit checksum offload off. By default the UMEM
+	// has room for TX metadata (Linux 6.11; without, the port computes the
+	// checksums) and Tx.QueueChecksum asks for a frame's transport checksum
+	// through it: in copy mode the kernel's skb gets CHECKSUM_PARTIAL (the
+	// netdev's offload fills the checksum in, or the kernel in software); in
+	// zero-copy mode only when DriverTxChecksum says the driver does it.
+	NoTxChecksum bool
+	// DriverTxChecksum: the driver implements the checksum request of TX
+	// metadata in zero-copy mode (netdev xsk-features tx-checksum; package
+	// link/netdev reads it).
+	DriverTxChecksum bool
 	// DropTx is DropRx's counterpart for sent frames (counted in
 	// Stats.TxInjectedDrops); it runs under the send lock.
 	DropTx func(frame []byte) bool

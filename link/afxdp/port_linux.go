@@ -35,6 +35,8 @@ type Port struct {
 	maxFrame int // longest frame sent: MTU + Ethernet header, at most a UMEM frame
 	maxRx    int // longest frame received: MTU + Ethernet header (multi-buffer), else one UMEM frame less headroom
 	sg       bool
+	txOff    uint64 // where a frame sent starts in its UMEM frame: after the TX metadata area, if any
+	txcsum   bool   // transmit checksums through TX metadata
 	keep     int64
 	dropRx   func([]byte) bool
 	dropTx   func([]byte) bool
@@ -119,8 +121,9 @@ func Open(o Options) (p *Port, err error) {
 		}
 	}
 	p.sg = !o.SingleBuffer
+	txMeta := !o.NoTxChecksum
 	for _, q := range queues {
-		s, err := openXSK(attrs.Index, q, half, o.ZeroCopy, p.sg)
+		s, err := openXSK(attrs.Index, q, half, o.ZeroCopy, p.sg, txMeta)
 		if s != nil {
 			p.socks = append(p.socks, s)
 		}
@@ -129,6 +132,15 @@ func Open(o Options) (p *Port, err error) {
 		}
 		p.zc = s.zc
 		p.sg = p.sg && s.sg
+		txMeta = txMeta && s.txMeta
+	}
+	if txMeta {
+		p.txOff = txMetaLen
+		p.maxFrame = min(p.maxFrame, FrameSize-txMetaLen)
+		// Copy mode: the kernel honours the checksum request for every netdev
+		// (the netdev's own offload, else in software). Zero-copy: only a
+		// driver with the tx-checksum xsk feature does.
+		p.txcsum = !p.zc || o.DriverTxChecksum
 	}
 	p.maxRx = FrameSize - copyHeadroom
 	if p.zc {
@@ -446,27 +458,83 @@ func (t *Tx) Next() []byte {
 		p.txDropped.Add(1)
 		return nil
 	}
-	a := s.txFree[len(s.txFree)-1]
+	a := s.txFree[len(s.txFree)-1] + p.txOff
 	return s.umem[a : a+uint64(p.maxFrame)]
 }
 
 // Queue queues the frame Next returned, n bytes long.
-func (t *Tx) Queue(n int) {
+func (t *Tx) Queue(n int) { t.queue(n, -1, 0) }
+
+// QueueChecksum queues the frame Next returned, n bytes long, whose
+// transport checksum is still to be computed (RFC 1071): the 16-bit sum from
+// byte start to the end of the frame goes, complemented, into the field at
+// start+offset, which holds the pseudo-header sum meanwhile (a partial
+// checksum, as the kernel's CHECKSUM_PARTIAL). The port asks the kernel for
+// it through TX metadata when it can (TxChecksum), else computes it here.
+func (t *Tx) QueueChecksum(n, start, offset int) { t.queue(n, start, offset) }
+
+func (t *Tx) queue(n, start, offset int) {
 	p := t.p
 	s := p.socks[0]
-	a := s.txFree[len(s.txFree)-1]
-	if p.dropTx != nil && p.dropTx(s.umem[a:a+uint64(n)]) {
+	base := s.txFree[len(s.txFree)-1]
+	a := base + p.txOff
+	f := s.umem[a : a+uint64(n)]
+	var opts uint32
+	if start >= 0 {
+		if start+offset+2 > n {
+			p.txDropped.Add(1)
+			return // the frame stays free
+		}
+		if p.txcsum && p.tap == nil {
+			// struct xsk_tx_metadata: flags, csum_start, csum_offset
+			m := s.umem[base : base+txMetaLen]
+			binary.NativeEndian.PutUint64(m[0:], unix.XDP_TXMD_FLAGS_CHECKSUM)
+			binary.NativeEndian.PutUint16(m[8:], uint16(start))
+			binary.NativeEndian.PutUint16(m[10:], uint16(offset))
+			opts = unix.XDP_TX_METADATA
+		} else {
+			// in software (also when a tap records the frame: it sees the
+			// checksum the wire carries)
+			binary.BigEndian.PutUint16(f[start+offset:], ^fold(sum(0, f[start:])))
+		}
+	}
+	if p.dropTx != nil && p.dropTx(f) {
 		p.txInjected.Add(1)
 		return // the frame stays free
 	}
 	s.txFree = s.txFree[:len(s.txFree)-1]
 	if p.tap != nil {
-		p.tap.Frame(s.umem[a:a+uint64(n)], true)
+		p.tap.Frame(f, true)
 	}
 	d := s.tx.desc(s.tx.local)
-	d.Addr, d.Len, d.Options = a, uint32(n), 0
+	d.Addr, d.Len, d.Options = a, uint32(n), opts
 	s.tx.local++
 	t.queued++
+}
+
+// sum adds b to s as big-endian 16-bit words (RFC 1071's one's-complement
+// sum, folded by fold).
+func sum(s uint64, b []byte) uint64 {
+	for len(b) >= 8 {
+		v := binary.BigEndian.Uint64(b)
+		s += v>>48 + v>>32&0xFFFF + v>>16&0xFFFF + v&0xFFFF
+		b = b[8:]
+	}
+	for len(b) >= 2 {
+		s += uint64(binary.BigEndian.Uint16(b))
+		b = b[2:]
+	}
+	if len(b) == 1 {
+		s += uint64(b[0]) << 8
+	}
+	return s
+}
+
+func fold(s uint64) uint16 {
+	for s>>16 != 0 {
+		s = s&0xFFFF + s>>16
+	}
+	return uint16(s)
 }
 
 // Done transmits the batch and releases the send lock.
@@ -503,6 +571,10 @@ func (p *Port) MaxRxFrame() int { return p.maxRx }
 
 // MultiBuffer reports whether the sockets are bound with XDP_USE_SG.
 func (p *Port) MultiBuffer() bool { return p.sg }
+
+// TxChecksum reports whether Tx.QueueChecksum has the kernel (or the
+// netdev) compute checksums through TX metadata rather than the port.
+func (p *Port) TxChecksum() bool { return p.txcsum }
 
 // Mode reports the attach mode in use (ModeDriver or ModeGeneric).
 func (p *Port) Mode() Mode { return p.mode }

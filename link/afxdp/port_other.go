@@ -21,6 +21,8 @@ func (p *Port) Defer(dst netip.Addr, frame []byte) bool          { return false 
 func (p *Port) Tx() *Tx                                          { return &Tx{} }
 func (t *Tx) Next() []byte                                       { return nil }
 func (t *Tx) Queue(n int)                                        {}
+func (t *Tx) QueueChecksum(n, start, offset int)                 {}
+func (p *Port) TxChecksum() bool                                 { return false }
 func (t *Tx) Done()                                              {}
 func (p *Port) Addr() netip.Addr                                 { return netip.Addr{} }
 func (p *Port) MAC() [6]byte                                     { return [6]byte{} }

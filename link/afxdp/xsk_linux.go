@@ -52,6 +52,7 @@ type xsk struct {
 	txFree []uint64 // free TX frames
 	zc     bool
 	sg     bool // bound with XDP_USE_SG: a packet may span several RX descriptors
+	txMeta bool // the UMEM has txMetaLen bytes of TX metadata before each frame sent
 	// chain assembles a packet spanning several RX descriptors (sg): chainLen
 	// bytes so far, chainBad once it overflowed (the rest is dropped)
 	chain    []byte
@@ -63,6 +64,12 @@ type xsk struct {
 	rxCount atomic.Uint64
 }
 
+// txMetaLen is the TX metadata area in front of a frame sent: struct
+// xsk_tx_metadata (include/uapi/linux/if_xdp.h: flags, then the checksum
+// request; 24 bytes with 6.14's launch time), a multiple of 8 as the kernel
+// requires.
+const txMetaLen = 24
+
 // maxChain bounds a multi-buffer packet: the kernel's 64 KiB IP packet (a
 // GSO or GRO super-packet from a local sender) behind an Ethernet header.
 const maxChain = 14 + 65535
@@ -71,7 +78,11 @@ const maxChain = 14 + 65535
 // four rings (half entries each), fills the fill ring with the first half
 // of the frames and binds to ifindex/queue, with XDP_USE_SG when sg is set
 // and the kernel takes it (Linux 6.6).
-func openXSK(ifindex, queue, half int, zc, sg bool) (s *xsk, err error) {
+//
+// With txMeta the UMEM is registered with room for TX metadata in front of
+// each frame sent (XDP_UMEM_TX_METADATA_LEN, Linux 6.11; an older kernel
+// refuses the flag and the UMEM is registered without: s.txMeta tells).
+func openXSK(ifindex, queue, half int, zc, sg, txMeta bool) (s *xsk, err error) {
 	fd, err := unix.Socket(unix.AF_XDP, unix.SOCK_RAW|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, err
@@ -82,8 +93,15 @@ func openXSK(ifindex, queue, half int, zc, sg bool) (s *xsk, err error) {
 		return s, err
 	}
 	reg := unix.XDPUmemReg{Addr: uint64(uintptr(unsafe.Pointer(&s.umem[0]))), Len: uint64(len(s.umem)), Size: FrameSize}
-	if err := setsockopt(fd, unix.SOL_XDP, unix.XDP_UMEM_REG, unsafe.Pointer(&reg), unsafe.Sizeof(reg)); err != nil {
-		return s, fmt.Errorf("XDP_UMEM_REG: %w", err)
+	if txMeta {
+		meta := reg
+		meta.Flags, meta.Tx_metadata_len = unix.XDP_UMEM_TX_METADATA_LEN, txMetaLen
+		s.txMeta = setsockopt(fd, unix.SOL_XDP, unix.XDP_UMEM_REG, unsafe.Pointer(&meta), unsafe.Sizeof(meta)) == nil
+	}
+	if !s.txMeta {
+		if err := setsockopt(fd, unix.SOL_XDP, unix.XDP_UMEM_REG, unsafe.Pointer(&reg), unsafe.Sizeof(reg)); err != nil {
+			return s, fmt.Errorf("XDP_UMEM_REG: %w", err)
+		}
 	}
 	n := int32(half)
 	for _, opt := range []int{unix.XDP_UMEM_FILL_RING, unix.XDP_UMEM_COMPLETION_RING, unix.XDP_RX_RING, unix.XDP_TX_RING} {

@@ -3,6 +3,7 @@
 package netstack
 
 import (
+	"encoding/binary"
 	"net/netip"
 	"sync"
 	"sync/atomic"
@@ -10,6 +11,7 @@ import (
 	"github.com/softrnic/softrnic/link/afxdp"
 	"gvisor.dev/gvisor/pkg/buffer"
 	"gvisor.dev/gvisor/pkg/tcpip"
+	"gvisor.dev/gvisor/pkg/tcpip/checksum"
 	"gvisor.dev/gvisor/pkg/tcpip/header"
 	"gvisor.dev/gvisor/pkg/tcpip/stack"
 )
@@ -96,7 +98,10 @@ func (e *linkEndpoint) WritePackets(pkts stack.PacketBufferList) (int, tcpip.Err
 			e.noNeigh.Add(1)
 		case afxdp.NeighPending:
 			e.dmu.Lock()
-			n := e.build(e.dframe, mac, pkt)
+			n, l4 := e.build(e.dframe, mac, pkt)
+			if l4 > 0 {
+				completeChecksum(e.dframe[:n], l4)
+			}
 			e.port.Defer(dst, e.dframe[:n])
 			e.dmu.Unlock()
 		case afxdp.NeighOK:
@@ -104,7 +109,11 @@ func (e *linkEndpoint) WritePackets(pkts stack.PacketBufferList) (int, tcpip.Err
 				t = e.port.Tx()
 			}
 			if f := t.Next(); f != nil {
-				t.Queue(e.build(f, mac, pkt))
+				if n, l4 := e.build(f, mac, pkt); l4 > 0 {
+					t.QueueChecksum(n, l4, 16) // the TCP checksum field
+				} else {
+					t.Queue(n)
+				}
 			}
 		}
 	}
@@ -114,8 +123,11 @@ func (e *linkEndpoint) WritePackets(pkts stack.PacketBufferList) (int, tcpip.Err
 	return len(all), nil
 }
 
-// build writes the Ethernet header and pkt into f and returns the length.
-func (e *linkEndpoint) build(f []byte, mac [6]byte, pkt *stack.PacketBuffer) int {
+// build writes the Ethernet header and pkt into f and returns the length and,
+// for a TCP segment, the offset of its header, whose checksum it leaves
+// partial: the endpoint offers gVisor transmit checksum offload, and the port
+// completes the checksum (afxdp.Tx.QueueChecksum).
+func (e *linkEndpoint) build(f []byte, mac [6]byte, pkt *stack.PacketBuffer) (n, l4 int) {
 	copy(f[0:6], mac[:])
 	copy(f[6:12], e.mac[:])
 	et := uint16(header.IPv4ProtocolNumber)
@@ -123,7 +135,7 @@ func (e *linkEndpoint) build(f []byte, mac [6]byte, pkt *stack.PacketBuffer) int
 		et = uint16(header.IPv6ProtocolNumber)
 	}
 	f[12], f[13] = byte(et>>8), byte(et)
-	n := ethLen
+	n = ethLen
 	vl, off := pkt.AsViewList()
 	for v := vl.Front(); v != nil; v = v.Next() {
 		b := v.AsSlice()
@@ -134,21 +146,38 @@ func (e *linkEndpoint) build(f []byte, mac [6]byte, pkt *stack.PacketBuffer) int
 		n += copy(f[n:], b[off:])
 		off = 0
 	}
-	return n
+	if pkt.TransportProtocolNumber != header.TCPProtocolNumber {
+		return n, 0
+	}
+	l4 = ethLen + len(pkt.NetworkHeader().Slice())
+	if l4+header.TCPMinimumSize > n {
+		return n, 0
+	}
+	ip := f[ethLen:n]
+	binary.BigEndian.PutUint16(f[l4+16:], pseudoSum(ip, et == uint16(header.IPv6ProtocolNumber), n-l4))
+	return n, l4
 }
 
-func (e *linkEndpoint) MTU() uint32                                  { return e.mtu.Load() }
-func (e *linkEndpoint) SetMTU(mtu uint32)                            { e.mtu.Store(mtu) }
-func (e *linkEndpoint) MaxHeaderLength() uint16                      { return 0 }
-func (e *linkEndpoint) LinkAddress() tcpip.LinkAddress               { return "" }
-func (e *linkEndpoint) SetLinkAddress(tcpip.LinkAddress)             {}
-func (e *linkEndpoint) Capabilities() stack.LinkEndpointCapabilities { return 0 }
-func (e *linkEndpoint) Wait()                                        {}
-func (e *linkEndpoint) ARPHardwareType() header.ARPHardwareType      { return header.ARPHardwareNone }
-func (e *linkEndpoint) AddHeader(*stack.PacketBuffer)                {}
-func (e *linkEndpoint) ParseHeader(*stack.PacketBuffer) bool         { return true }
-func (e *linkEndpoint) Close()                                       {}
-func (e *linkEndpoint) SetOnCloseAction(func())                      {}
+// completeChecksum fills in the TCP checksum of frame, whose field holds the
+// pseudo-header sum.
+func completeChecksum(frame []byte, l4 int) {
+	binary.BigEndian.PutUint16(frame[l4+16:], ^checksum.Checksum(frame[l4:], 0))
+}
+
+func (e *linkEndpoint) MTU() uint32                      { return e.mtu.Load() }
+func (e *linkEndpoint) SetMTU(mtu uint32)                { e.mtu.Store(mtu) }
+func (e *linkEndpoint) MaxHeaderLength() uint16          { return 0 }
+func (e *linkEndpoint) LinkAddress() tcpip.LinkAddress   { return "" }
+func (e *linkEndpoint) SetLinkAddress(tcpip.LinkAddress) {}
+func (e *linkEndpoint) Capabilities() stack.LinkEndpointCapabilities {
+	return stack.CapabilityTXChecksumOffload // the port completes TCP checksums (build)
+}
+func (e *linkEndpoint) Wait()                                   {}
+func (e *linkEndpoint) ARPHardwareType() header.ARPHardwareType { return header.ARPHardwareNone }
+func (e *linkEndpoint) AddHeader(*stack.PacketBuffer)           {}
+func (e *linkEndpoint) ParseHeader(*stack.PacketBuffer) bool    { return true }
+func (e *linkEndpoint) Close()                                  {}
+func (e *linkEndpoint) SetOnCloseAction(func())                 {}
 
 func (e *linkEndpoint) Attach(d stack.NetworkDispatcher) {
 	e.mu.Lock()
