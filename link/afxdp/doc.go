@@ -120,6 +120,9 @@ const (
 	ModeDriver
 )
 
+// MarshalText names the mode (JSON reports).
+func (m Mode) MarshalText() ([]byte, error) { return []byte(m.String()), nil }
+
 func (m Mode) String() string {
 	switch m {
 	case ModeGeneric:
