@@ -3,6 +3,8 @@ package main
 import (
 	"bufio"
 	"context"
+	"fmt"
+	"math/rand/v2"
 	"net"
 	"os/exec"
 	"path/filepath"
@@ -21,11 +23,17 @@ func TestTwoProcesses(t *testing.T) {
 	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
 		t.Fatalf("build: %v\n%s", err, out)
 	}
-	for _, network := range []string{"iwarp"} {
+	// RoCEv2: both processes on one IP (a loopback address of the test's own), the server
+	// on UDP 4791 as the example defaults, the client on a free port.
+	for _, network := range []string{"iwarp", "rocev2"} {
+		ip := "127.0.0.1"
+		if network == "rocev2" {
+			ip = fmt.Sprintf("127.0.%d.%d", 100+rand.IntN(100), 1+rand.IntN(250))
+		}
 		t.Run(network, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
-			srv := exec.CommandContext(ctx, bin, "-net", network, "-serve", "-port", "0")
+			srv := exec.CommandContext(ctx, bin, "-net", network, "-serve", "-port", "0", "-local", ip)
 			out, err := srv.StdoutPipe()
 			if err != nil {
 				t.Fatal(err)
@@ -58,7 +66,7 @@ func TestTwoProcesses(t *testing.T) {
 					t.Log("server:", sc.Text())
 				}
 			}()
-			cli, err := exec.CommandContext(ctx, bin, "-net", network, "-connect", "127.0.0.1", "-port", port).CombinedOutput()
+			cli, err := exec.CommandContext(ctx, bin, "-net", network, "-connect", ip, "-local", ip, "-port", port).CombinedOutput()
 			if err != nil {
 				t.Fatalf("client: %v\n%s", err, cli)
 			}

@@ -171,25 +171,23 @@ func (e *Endpoint) connect(qp *rnic.QP, attr ConnAttr, o connOpts) (*Conn, error
 	c.initResponder()
 	c.hdr = roce.Header{PKey: cfg.PKey, DestQP: c.rqpn}
 	c.rhdr = c.hdr
+	// Attach before the receive goroutine can find c (e.conns): it uses c.qp.
+	if err := e.Err(); err != nil {
+		return nil, fmt.Errorf("rocev2: endpoint stopped: %w", err)
+	}
+	tq, err := rnic.AttachTransport(qp, c)
+	if err != nil {
+		return nil, err // ErrAttached: the QP already has a transport (a Conn of its own)
+	}
+	c.qp = tq
 	e.mu.Lock()
 	if err := e.Err(); err != nil {
 		e.mu.Unlock()
+		tq.TransportDone(err)
 		return nil, fmt.Errorf("rocev2: endpoint stopped: %w", err)
-	}
-	if _, ok := e.conns[qp.Num()]; ok {
-		e.mu.Unlock()
-		return nil, rnic.ErrAttached
 	}
 	e.conns[qp.Num()] = c
 	e.mu.Unlock()
-	tq, err := rnic.AttachTransport(qp, c)
-	if err != nil {
-		e.mu.Lock()
-		delete(e.conns, qp.Num())
-		e.mu.Unlock()
-		return nil, err
-	}
-	c.qp = tq
 	go c.run()
 	if err := tq.Established(); err != nil {
 		c.Disconnect(false)

@@ -242,10 +242,7 @@ func Run(ctx context.Context, o Options, stdout, _ io.Writer) error {
 			dw += time.Since(t1)
 		}
 	}
-	if !bytes.Equal(srvBuf, src) {
-		return errors.New("server region differs from the written data")
-	}
-	fmt.Fprintf(stdout, "client: RDMA WRITE %d bytes ×%d: first %v, then %s; placed directly into the server region: verified\n",
+	fmt.Fprintf(stdout, "client: RDMA WRITE %d bytes ×%d: first %v, then %s\n",
 		size, rounds, first.Round(time.Microsecond), mibps((rounds-1)*size, dw))
 
 	// 3. RDMA READ the region back.
@@ -288,6 +285,12 @@ func Run(ctx context.Context, o Options, stdout, _ io.Writer) error {
 		return ctx.Err()
 	}
 	fmt.Fprintf(stdout, "disconnected: client QP %v, server QP %v\n", cli.qp.State(), srv.qp.State())
+	// The server's transport has stopped (Done): its region is ours to read. The WRITEs
+	// were placed directly into it, with no server CPU involved in the transfer.
+	if !bytes.Equal(srvBuf, src) {
+		return errors.New("server region differs from the written data")
+	}
+	fmt.Fprintln(stdout, "server: the region holds the written bytes, placed directly by the RDMA WRITEs: verified")
 	fmt.Fprintln(stdout, "demo: OK")
 	return nil
 }
