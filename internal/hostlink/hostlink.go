@@ -25,6 +25,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"net"
 	"net/netip"
 	"strings"
@@ -119,6 +120,7 @@ type Host struct {
 	mu    sync.Mutex
 	port  *afxdp.Port
 	stack *netstack.Stack
+	desc  string // the port as opened, for Summary
 }
 
 // Open creates the capture file; the AF_XDP port opens when a transport first needs it
@@ -185,6 +187,12 @@ func (h *Host) xdpPort(addr netip.Addr) (*afxdp.Port, *netstack.Stack, error) {
 		return nil, nil, fmt.Errorf("--xdp %s: %w", h.o.XDP, err)
 	}
 	h.port, h.stack = p, st
+	mode := "copy"
+	if p.ZeroCopy() {
+		mode = "zero-copy"
+	}
+	h.desc = fmt.Sprintf("AF_XDP on %s (%v): XDP %s mode, %s, multi-buffer %v, TX checksum metadata %v",
+		h.o.XDP, p.Addr(), p.Mode(), mode, p.MultiBuffer(), p.TxChecksum())
 	return p, st, nil
 }
 
@@ -358,21 +366,75 @@ func (h *Host) Close() error {
 	return nil
 }
 
-// Summary is a one-line account for a program's log: the datapath in use and the
-// capture's counts.
+// Summary is a one-line account for a program's log (also after Close): the AF_XDP
+// datapath, if one was opened, and the capture's counts.
 func (h *Host) Summary() string {
 	var parts []string
-	if p := h.Port(); p != nil {
-		mode := "copy"
-		if p.ZeroCopy() {
-			mode = "zero-copy"
-		}
-		parts = append(parts, fmt.Sprintf("AF_XDP on %s (%v): XDP %s mode, %s, multi-buffer %v, TX checksum metadata %v",
-			h.o.XDP, p.Addr(), p.Mode(), mode, p.MultiBuffer(), p.TxChecksum()))
+	h.mu.Lock()
+	if h.desc != "" {
+		parts = append(parts, h.desc)
 	}
+	h.mu.Unlock()
 	if h.w != nil {
 		s := h.w.Stats()
 		parts = append(parts, fmt.Sprintf("pcap %s: %d packets written, %d dropped", h.o.PCAP, s.Written, s.Dropped))
 	}
 	return strings.Join(parts, "; ")
+}
+
+// The process's Host: the tools' entry (tool.Main) and the daemon open one from their
+// flags and make it the process's, and the places that open transports take it from
+// Process. A program that never set one gets the kernel's sockets, uncaptured.
+var process struct {
+	sync.Mutex
+	h *Host
+}
+
+// SetProcess makes h the process's Host (nil: none).
+func SetProcess(h *Host) {
+	process.Lock()
+	process.h = h
+	process.Unlock()
+}
+
+// Process returns the process's Host, or one with zero Options.
+func Process() *Host {
+	process.Lock()
+	defer process.Unlock()
+	if process.h == nil {
+		return &Host{}
+	}
+	return process.h
+}
+
+// Enabled reports whether the options change anything.
+func (o Options) Enabled() bool { return o.XDP != "" || o.PCAP != "" }
+
+// Carrier is implemented by a tool's Options that carry these (tool.Main opens the
+// process's Host from them).
+type Carrier interface{ LinkOptions() Options }
+
+// Main runs run with the process's Host opened from o (when o changes anything):
+// afterwards it closes the Host and writes its Summary to stderr as "name: …". An
+// error opening the Host is written there too and ends with status 1.
+func Main(name string, o Options, stderr io.Writer, run func() int) int {
+	if !o.Enabled() {
+		return run()
+	}
+	h, err := Open(o)
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", name, err)
+		return 1
+	}
+	SetProcess(h)
+	defer SetProcess(nil)
+	code := run()
+	if err := h.Close(); err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", name, err)
+		if code == 0 {
+			code = 1
+		}
+	}
+	fmt.Fprintf(stderr, "%s: %s\n", name, h.Summary())
+	return code
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/softrnic/softrnic/internal/hostlink"
 	"github.com/softrnic/softrnic/internal/tools/tool"
 )
 
@@ -33,7 +34,7 @@ func Usage(w io.Writer) {
 				the server needs --bind (its RoCE address)
 	--timeout d		give up after the duration d (e.g. 60s)
   ignored: -F, --CPU-freq, -d/--ib-dev, -x/--gid-index, -c RC, -i/--ib-port
-`)
+`+hostlink.FlagUsage)
 }
 
 // ParseArgs parses perftest's getopt_long-style flags: the test first, then options and
@@ -59,6 +60,13 @@ func ParseArgs(args []string) (Options, error) {
 	var positional []string
 	for i := 1; i < len(args); i++ {
 		a := args[i]
+		if n, err := o.Link.Arg(args[i:]); err != nil || n > 0 { // --xdp, --xdp-mode, --pcap
+			if err != nil {
+				return o, err
+			}
+			i += n - 1
+			continue
+		}
 		var name byte
 		var val string
 		hasVal := false

@@ -6,6 +6,7 @@ import (
 	"net"
 	"time"
 
+	"github.com/softrnic/softrnic/internal/hostlink"
 	"github.com/softrnic/softrnic/internal/tools/tool"
 )
 
@@ -54,21 +55,22 @@ const (
 // for the verb); Run applies perftest's dependencies between them (force_dependecies).
 type Options struct {
 	Verb     Verb
-	Peer     string        // client: the server's address; "" runs the server
-	Bind     string        // server: local address to listen on ("" all; required for RoCE)
-	Port     int           // -p (0: any free port, for a server)
-	Size     int           // -s: message size
-	Iters    int           // -n
-	Duration time.Duration // -D: client Write/Read tests run this long instead of -n
-	TxDepth  int           // -t
-	RxDepth  int           // -r (Send tests)
-	CQMod    int           // -Q
-	OutReads int           // -o
-	Gbits    bool          // --report_gbits
-	CRC      bool          // --crc: request MPA CRC32c
-	RoCE     bool          // --roce: RoCEv2 with the IB CM instead of iWARP
-	Timeout  time.Duration // --timeout: bound on the whole run (0: none)
-	Linger   time.Duration // client: wait for the server to close before disconnecting
+	Peer     string           // client: the server's address; "" runs the server
+	Bind     string           // server: local address to listen on ("" all; required for RoCE)
+	Port     int              // -p (0: any free port, for a server)
+	Size     int              // -s: message size
+	Iters    int              // -n
+	Duration time.Duration    // -D: client Write/Read tests run this long instead of -n
+	TxDepth  int              // -t
+	RxDepth  int              // -r (Send tests)
+	CQMod    int              // -Q
+	OutReads int              // -o
+	Gbits    bool             // --report_gbits
+	CRC      bool             // --crc: request MPA CRC32c
+	RoCE     bool             // --roce: RoCEv2 with the IB CM instead of iWARP
+	Timeout  time.Duration    // --timeout: bound on the whole run (0: none)
+	Linger   time.Duration    // client: wait for the server to close before disconnecting
+	Link     hostlink.Options // --xdp, --xdp-mode, --pcap (internal/hostlink)
 
 	// Listening, if set, is called once the server listens, with its address (a
 	// *net.TCPAddr, or a *net.UDPAddr with the RDMA-CM port for RoCEv2).
@@ -77,6 +79,9 @@ type Options struct {
 	gotReport  func(bwReport)      // tests: the report printed at the end
 	testCredit func(uint32) uint32 // tests: rewrite the credit the server sends
 }
+
+// LinkOptions implements hostlink.Carrier.
+func (o Options) LinkOptions() hostlink.Options { return o.Link }
 
 // DefaultOptions are the command line's defaults for a test of verb v (a server until
 // Peer is set).

@@ -13,6 +13,7 @@ import (
 	"os/signal"
 	"time"
 
+	"github.com/softrnic/softrnic/internal/hostlink"
 	"github.com/softrnic/softrnic/internal/tools/tool"
 	"github.com/softrnic/softrnic/rnic"
 	"github.com/softrnic/softrnic/rnic/rocev2"
@@ -32,19 +33,20 @@ const DefaultPort = 18515
 
 // Options are ibv_rc_pingpong's settings and softrnic's own (-a, -u).
 type Options struct {
-	Port    int    // -p: TCP port of the address exchange
-	Dev     string // -d: device name
-	IBPort  int    // -i: port of the device (only 1)
-	Size    int    // -s: message size
-	MTU     int    // -m: path MTU in bytes
-	RxDepth int    // -r: receives posted at a time
-	Iters   int    // -n: exchanges
-	SL      int    // -l: service level (ignored)
-	Events  bool   // -e: sleep on CQ events (softrnic always does)
-	GIDIdx  int    // -g: local GID index (-1: none)
-	Local   string // -a: local IP address of the RoCE link
-	UDPPort int    // -u: UDP port of both ends (4791)
-	Peer    string // host to connect to; "" runs the server
+	Port    int              // -p: TCP port of the address exchange
+	Dev     string           // -d: device name
+	IBPort  int              // -i: port of the device (only 1)
+	Size    int              // -s: message size
+	MTU     int              // -m: path MTU in bytes
+	RxDepth int              // -r: receives posted at a time
+	Iters   int              // -n: exchanges
+	SL      int              // -l: service level (ignored)
+	Events  bool             // -e: sleep on CQ events (softrnic always does)
+	GIDIdx  int              // -g: local GID index (-1: none)
+	Local   string           // -a: local IP address of the RoCE link
+	UDPPort int              // -u: UDP port of both ends (4791)
+	Peer    string           // host to connect to; "" runs the server
+	Link    hostlink.Options // --xdp, --xdp-mode, --pcap (internal/hostlink)
 }
 
 // DefaultOptions are ibv_rc_pingpong's defaults.
@@ -71,6 +73,7 @@ func ParseArgs(args []string, errOut io.Writer) (Options, error) {
 	fs.IntVar(&o.GIDIdx, "g", o.GIDIdx, "local port gid index")
 	fs.StringVar(&o.Local, "a", o.Local, "softrnic: local IP address for RoCEv2")
 	fs.IntVar(&o.UDPPort, "u", o.UDPPort, "softrnic: UDP port of both ends")
+	o.Link.Flag(fs)
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -105,13 +108,15 @@ func Main(args []string) int {
 		}
 		return 1
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
-	if err := Run(ctx, o, os.Stdout, os.Stderr); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	return 0
+	return hostlink.Main("pingpong", o.Link, os.Stderr, func() int { // --xdp, --pcap
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+		defer stop()
+		if err := Run(ctx, o, os.Stdout, os.Stderr); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		return 0
+	})
 }
 
 // localAddr picks the local IP address of the RoCE link: -a, else the route to the
@@ -152,7 +157,7 @@ func Run(ctx context.Context, o Options, stdout, _ io.Writer) error {
 		return err
 	}
 	defer dev.Close()
-	link, err := rocev2.ListenUDP(netip.AddrPortFrom(laddr, uint16(o.UDPPort)), nil)
+	link, err := hostlink.Process().RoCELink(netip.AddrPortFrom(laddr, uint16(o.UDPPort)), nil) // --xdp, --pcap
 	if err != nil {
 		return fmt.Errorf("couldn't open the RoCEv2 UDP socket: %w", err)
 	}

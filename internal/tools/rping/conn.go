@@ -9,6 +9,7 @@ import (
 	"net"
 	"strconv"
 
+	"github.com/softrnic/softrnic/internal/hostlink"
 	"github.com/softrnic/softrnic/mpa"
 	"github.com/softrnic/softrnic/rnic"
 	"github.com/softrnic/softrnic/rnic/iwarp"
@@ -64,7 +65,11 @@ func dial(ctx context.Context, ep *rocev2.Endpoint, qp *rnic.QP, o *Options) (*c
 		}
 		return &conn{ro: c}, nil
 	}
-	c, err := iwarp.Dial(ctx, qp, addr, iwarpConfig(o), iwarp.ConnParam{IRD: connDepth, ORD: connDepth})
+	cfg, err := hostlink.Process().IWARPConfig(qp.Device(), iwarpConfig(o)) // --xdp, --pcap
+	if err != nil {
+		return nil, err
+	}
+	c, err := iwarp.Dial(ctx, qp, addr, cfg, iwarp.ConnParam{IRD: connDepth, ORD: connDepth})
 	if err != nil {
 		return nil, err
 	}
@@ -88,7 +93,7 @@ func listen(dev *rnic.Device, ep *rocev2.Endpoint, host string, o *Options) (*li
 		}
 		return &listener{ro: ln}, nil
 	}
-	ln, err := iwarp.Listen(dev, addr, iwarpConfig(o))
+	ln, err := hostlink.Process().IWARPListen(dev, addr, iwarpConfig(o)) // --xdp, --pcap
 	if err != nil {
 		return nil, err
 	}

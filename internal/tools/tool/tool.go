@@ -20,6 +20,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/softrnic/softrnic/internal/hostlink"
 	"github.com/softrnic/softrnic/rnic"
 	"github.com/softrnic/softrnic/rnic/rocev2"
 	"github.com/softrnic/softrnic/roce"
@@ -45,13 +46,19 @@ func Main[O any](name string, args []string, parse func([]string) (O, error), us
 		}
 		return 2
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
-	if err := run(ctx, o, os.Stdout, os.Stderr); err != nil {
-		fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
-		return 1
+	var lo hostlink.Options // --xdp, --pcap: the process's datapath and capture
+	if lc, ok := any(o).(hostlink.Carrier); ok {
+		lo = lc.LinkOptions()
 	}
-	return 0
+	return hostlink.Main(name, lo, os.Stderr, func() int {
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+		defer stop()
+		if err := run(ctx, o, os.Stdout, os.Stderr); err != nil {
+			fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
+			return 1
+		}
+		return 0
+	})
 }
 
 // Output returns w, or io.Discard when w is nil.
@@ -102,7 +109,7 @@ func OpenDevice(useRoCE bool, localAddr func() (netip.Addr, error)) (*rnic.Devic
 	if !useRoCE {
 		return dev, nil, nil
 	}
-	link, err := rocev2.ListenUDP(netip.AddrPortFrom(laddr, roce.UDPPort), nil)
+	link, err := hostlink.Process().RoCELink(netip.AddrPortFrom(laddr, roce.UDPPort), nil)
 	if err != nil {
 		return dev, nil, fmt.Errorf("RoCEv2 UDP socket on %v: %w", laddr, err)
 	}
