@@ -236,6 +236,7 @@ func (e *linkEndpoint) SetMTU(mtu uint32)                { e.mtu.Store(mtu) }
 func (e *linkEndpoint) MaxHeaderLength() uint16          { return 0 }
 func (e *linkEndpoint) LinkAddress() tcpip.LinkAddress   { return "" }
 func (e *linkEndpoint) SetLinkAddress(tcpip.LinkAddress) {}
+
 // GSOMaxSize implements stack.GSOEndpoint: gVisor's TCP hands over packets of
 // up to 64 KiB, which WritePackets cuts into segments.
 func (e *linkEndpoint) GSOMaxSize() uint32 { return gsoMaxSize }
