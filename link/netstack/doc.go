@@ -32,6 +32,17 @@
 //     an AF_XDP socket receives as it is); such segments are counted
 //     (Stats.PartialChecksums). gVisor computes the checksums of sent segments.
 //
+//   - Segmentation. The link endpoint offers gVisor "host" GSO: the TCP hands
+//     it packets of up to 64 KiB, which it cuts into MSS-sized frames straight
+//     into the UMEM (software TSO), so the TCP state machine runs once per 64
+//     KiB rather than per segment. Received packets longer than a UMEM frame
+//     (jumbo frames; GSO packets of a local sender in generic XDP mode) arrive
+//     whole through the port's multi-buffer reception.
+//   - Connections. Conns are the stack's own net.Conn over gVisor's endpoint,
+//     with vectored reads and writes (mpa.VectoredReader/VectoredWriter) and
+//     the kernel connection's options rnic/iwarp uses (half close, linger,
+//     keepalive, user timeout, MSS); errors carry the kernel's errno.
+//
 // Each received segment is copied once from the UMEM into a gVisor
 // buffer; each sent segment once from gVisor's buffers into a UMEM frame.
 package netstack
