@@ -27,6 +27,10 @@ type Config struct {
 	// from the same QPN with STALE_CONN (IBTA Vol.1 §12.9.8.3), as hardware RNICs avoid
 	// by numbering from varying positions.
 	StartQPN uint32
+	// MaxEvents bounds the asynchronous events queued for the reader of Events, 1024;
+	// past it the oldest are dropped and counted (Device.EventsDropped), so a device
+	// nobody listens to holds a bounded number of events (and of the QPs they name).
+	MaxEvents int
 }
 
 func (c *Config) setDefaults() {
@@ -46,6 +50,7 @@ func (c *Config) setDefaults() {
 	def(&c.MaxInline, 256)
 	def(&c.MaxORD, 128)
 	def(&c.MaxIRD, 128)
+	def(&c.MaxEvents, 1024)
 	if c.StartQPN != 0 && (c.StartQPN < FirstQPN || c.StartQPN > MaxQPN) {
 		c.StartQPN = FirstQPN
 	}
@@ -99,6 +104,7 @@ type Device struct {
 
 	evMu     sync.Mutex
 	evQ      []AsyncEvent
+	evDrop   atomic.Uint64 // events dropped: queue full
 	evSignal chan struct{}
 	events   chan AsyncEvent
 	evDone   chan struct{}
@@ -134,9 +140,14 @@ func (d *Device) Name() string { return d.cfg.Name }
 // Counters returns the device-wide counters (the sum over its QPs).
 func (d *Device) Counters() *Counters { return &d.counters }
 
-// Events returns the channel of asynchronous events. Events are queued without bound
-// and delivered in order; the channel is closed by [Device.Close]. Reading it is optional.
+// Events returns the channel of asynchronous events, delivered in order. At most
+// Config.MaxEvents wait for the reader (the oldest are dropped past that and counted in
+// EventsDropped); the channel is closed by [Device.Close]. Reading it is optional.
 func (d *Device) Events() <-chan AsyncEvent { return d.events }
+
+// EventsDropped returns how many asynchronous events were dropped because the reader of
+// Events fell Config.MaxEvents behind.
+func (d *Device) EventsDropped() uint64 { return d.evDrop.Load() }
 
 // Close moves every QP to Error (flushing their work) and stops the event goroutine.
 // Transports must be closed by their owners (listeners) separately.
@@ -180,6 +191,11 @@ func (d *Device) postEvent(e AsyncEvent) {
 		return
 	}
 	d.evMu.Lock()
+	if len(d.evQ) >= d.cfg.MaxEvents {
+		d.evQ[0] = AsyncEvent{}
+		d.evQ = d.evQ[1:]
+		d.evDrop.Add(1)
+	}
 	d.evQ = append(d.evQ, e)
 	d.evMu.Unlock()
 	select {

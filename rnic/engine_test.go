@@ -422,3 +422,41 @@ func TestDoneAfterCompletionsDelivered(t *testing.T) {
 		}
 	}
 }
+
+// TestEventsBounded: with nobody reading Events, a device keeps at most MaxEvents events
+// (and so at most that many destroyed QPs alive through them); the rest are counted.
+func TestEventsBounded(t *testing.T) {
+	d, err := Open(Config{MaxEvents: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	pd, _ := d.AllocPD()
+	cq, _ := d.CreateCQ(16)
+	for i := 0; i < 20; i++ {
+		qp, _ := d.CreateQP(pd, QPAttr{SendCQ: cq, RecvCQ: cq})
+		tq, _ := AttachTransport(qp, &fakeT{disconnect: make(chan bool, 1)})
+		_ = tq.Established()  // CommEstablished
+		tq.TransportDone(nil) // Disconnected
+		_ = qp.Destroy()
+	}
+	// the event goroutine holds one event while it waits for a reader
+	d.evMu.Lock()
+	queued := len(d.evQ)
+	d.evMu.Unlock()
+	if queued > 8 || d.EventsDropped() < 40-8-1 {
+		t.Fatalf("%d events queued, %d dropped", queued, d.EventsDropped())
+	}
+	// the newest survive, in order: the held one and the queued ones
+	var last AsyncEvent
+	for i := 0; i < queued+1; i++ {
+		select {
+		case last = <-d.Events():
+		case <-time.After(10 * time.Second):
+			t.Fatalf("only %d of %d events delivered", i, queued+1)
+		}
+	}
+	if last.Type != EventDisconnected {
+		t.Fatalf("last event %v", last)
+	}
+}
