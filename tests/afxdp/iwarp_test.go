@@ -49,26 +49,31 @@ func recv(t testing.TB, b *host, wrid uint64, n int) rnic.Completion {
 // atomic Fetch-and-Add and Compare-and-Swap (RFC 7306), and zero-length Send, Write and
 // Read. Every byte is checked.
 func everyOperation(t *testing.T, a, b *host, seed uint64, n int) {
-	// a's region: [0, 1M) source, [1M, 2M) read target; b's: [0, 1M) receive buffer,
-	// [1M, 2M) write target and read source, [4M, 4M+16) atomics.
-	src, rdst := a.buf[:n], a.buf[msgSize:msgSize+n]
-	rbuf, wdst := b.buf[:n], b.buf[msgSize:msgSize+n]
+	// Every region the remote side writes is one the test has not read before (the
+	// race detector sees no order through the network): the layout depends on the
+	// call (seed), 4 MiB apart. a: src at base, Read target at base+1M, atomic
+	// results at 8M; b: receive buffer at base, Write target at base+1M, Write with
+	// Immediate target at base+2M, small receives at base+3M, atomic target at 8M.
+	base := int((seed-1)%2) * 4 * msgSize
+	atom := 8*msgSize + 64*int((seed-1)%2)
+	src, rdst := a.buf[base:base+n], a.buf[base+msgSize:base+msgSize+n]
+	rbuf, wdst, wimm := b.buf[base:base+n], b.buf[base+msgSize:base+msgSize+n], b.buf[base+2*msgSize:base+2*msgSize+n]
+	small := base + 3*msgSize
 	fill(src, seed)
-	clear(rbuf)
-	clear(wdst)
+	at := func(h *host, off int) uint64 { return h.mr.Addr() + uint64(off) }
 
 	// Send, three SGEs into a receive of two
-	if err := b.qp.PostRecv(&rnic.RecvWR{WRID: 1, SGL: []rnic.SGE{b.mr.SGE(0, n/3), b.mr.SGE(n/3, n-n/3)}}); err != nil {
+	if err := b.qp.PostRecv(&rnic.RecvWR{WRID: 1, SGL: []rnic.SGE{b.mr.SGE(base, n/3), b.mr.SGE(base+n/3, n-n/3)}}); err != nil {
 		t.Fatal(err)
 	}
-	post(t, a, &rnic.SendWR{WRID: 1, Opcode: rnic.OpSend, SGL: []rnic.SGE{a.mr.SGE(0, 7), a.mr.SGE(7, n/2), a.mr.SGE(7+n/2, n-7-n/2)}}, rnic.WCSend)
+	post(t, a, &rnic.SendWR{WRID: 1, Opcode: rnic.OpSend, SGL: []rnic.SGE{a.mr.SGE(base, 7), a.mr.SGE(base+7, n/2), a.mr.SGE(base+7+n/2, n-7-n/2)}}, rnic.WCSend)
 	recv(t, b, 1, n)
 	if !bytes.Equal(rbuf, src) {
 		t.Fatal("Send: data differ")
 	}
 	// Send with Solicited Event
-	_ = b.qp.PostRecv(&rnic.RecvWR{WRID: 2, SGL: []rnic.SGE{b.mr.SGE(0, 64)}})
-	post(t, a, &rnic.SendWR{WRID: 2, Opcode: rnic.OpSend, Flags: rnic.Solicited, SGL: []rnic.SGE{a.mr.SGE(0, 64)}}, rnic.WCSend)
+	_ = b.qp.PostRecv(&rnic.RecvWR{WRID: 2, SGL: []rnic.SGE{b.mr.SGE(small, 64)}})
+	post(t, a, &rnic.SendWR{WRID: 2, Opcode: rnic.OpSend, Flags: rnic.Solicited, SGL: []rnic.SGE{a.mr.SGE(base, 64)}}, rnic.WCSend)
 	if c := recv(t, b, 2, 64); c.Flags&rnic.WCSolicited == 0 {
 		t.Fatalf("Send SE: %+v", c)
 	}
@@ -77,15 +82,15 @@ func everyOperation(t *testing.T, a, b *host, seed uint64, n int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_ = b.qp.PostRecv(&rnic.RecvWR{WRID: 3, SGL: []rnic.SGE{b.mr.SGE(0, 64)}})
-	post(t, a, &rnic.SendWR{WRID: 3, Opcode: rnic.OpSendInv, InvalidateSTag: inv.RKey(), SGL: []rnic.SGE{a.mr.SGE(0, 16)}}, rnic.WCSend)
+	_ = b.qp.PostRecv(&rnic.RecvWR{WRID: 3, SGL: []rnic.SGE{b.mr.SGE(small+64, 64)}})
+	post(t, a, &rnic.SendWR{WRID: 3, Opcode: rnic.OpSendInv, InvalidateSTag: inv.RKey(), SGL: []rnic.SGE{a.mr.SGE(base, 16)}}, rnic.WCSend)
 	if c := recv(t, b, 3, 16); c.Flags&rnic.WCWithInv == 0 || c.InvalidatedSTag != inv.RKey() || inv.Valid() {
 		t.Fatalf("Send with Invalidate: %+v, region valid %v", c, inv.Valid())
 	}
 
 	// RDMA Write, then a Send so b reads its memory after the placement
-	post(t, a, &rnic.SendWR{WRID: 4, Opcode: rnic.OpWrite, SGL: []rnic.SGE{a.mr.SGE(0, n)},
-		RemoteAddr: b.mr.Addr() + msgSize, RKey: b.mr.RKey()}, rnic.WCWrite)
+	post(t, a, &rnic.SendWR{WRID: 4, Opcode: rnic.OpWrite, SGL: []rnic.SGE{a.mr.SGE(base, n)},
+		RemoteAddr: at(b, base+msgSize), RKey: b.mr.RKey()}, rnic.WCWrite)
 	_ = b.qp.PostRecv(&rnic.RecvWR{WRID: 4})
 	post(t, a, &rnic.SendWR{WRID: 40, Opcode: rnic.OpSend}, rnic.WCSend)
 	recv(t, b, 4, 0)
@@ -93,21 +98,20 @@ func everyOperation(t *testing.T, a, b *host, seed uint64, n int) {
 		t.Fatal("RDMA Write: data differ")
 	}
 	// RDMA Read of what was written, into two SGEs
-	clear(rdst)
-	c := post(t, a, &rnic.SendWR{WRID: 5, Opcode: rnic.OpRead, SGL: []rnic.SGE{a.mr.SGE(msgSize, n/3), a.mr.SGE(msgSize+n/3, n-n/3)},
-		RemoteAddr: b.mr.Addr() + msgSize, RKey: b.mr.RKey()}, rnic.WCRead)
+	c := post(t, a, &rnic.SendWR{WRID: 5, Opcode: rnic.OpRead, SGL: []rnic.SGE{a.mr.SGE(base+msgSize, n/3), a.mr.SGE(base+msgSize+n/3, n-n/3)},
+		RemoteAddr: at(b, base+msgSize), RKey: b.mr.RKey()}, rnic.WCRead)
 	if c.ByteLen != uint32(n) || !bytes.Equal(rdst, src) {
 		t.Fatalf("RDMA Read: %d bytes, data equal %v", c.ByteLen, bytes.Equal(rdst, src))
 	}
 	// Write with Immediate (RFC 7306 §6) and Immediate Data alone
 	fill(src, seed+1)
 	_ = b.qp.PostRecv(&rnic.RecvWR{WRID: 6})
-	post(t, a, &rnic.SendWR{WRID: 6, Opcode: rnic.OpWriteImm, Imm: 0xc0ffee, SGL: []rnic.SGE{a.mr.SGE(0, n)},
-		RemoteAddr: b.mr.Addr() + msgSize, RKey: b.mr.RKey()}, rnic.WCWrite)
+	post(t, a, &rnic.SendWR{WRID: 6, Opcode: rnic.OpWriteImm, Imm: 0xc0ffee, SGL: []rnic.SGE{a.mr.SGE(base, n)},
+		RemoteAddr: at(b, base+2*msgSize), RKey: b.mr.RKey()}, rnic.WCWrite)
 	if c := wait(t, b.rcq); c.Status != rnic.StatusSuccess || c.Opcode != rnic.WCRecvRDMAWithImm || c.Imm != 0xc0ffee {
 		t.Fatalf("Write with Immediate: %+v", c)
 	}
-	if !bytes.Equal(wdst, src) {
+	if !bytes.Equal(wimm, src) {
 		t.Fatal("Write with Immediate: data differ")
 	}
 	_ = b.qp.PostRecv(&rnic.RecvWR{WRID: 7})
@@ -115,21 +119,19 @@ func everyOperation(t *testing.T, a, b *host, seed uint64, n int) {
 	if c := recv(t, b, 7, 0); c.Imm != 77 || c.Flags&rnic.WCWithImm == 0 {
 		t.Fatalf("Immediate Data: %+v", c)
 	}
-	// Atomics (RFC 7306 §5) on a target a sets with an RDMA Write (b's memory is
-	// written only through the RNIC while connected: the race detector sees no order
-	// through the network)
-	at := b.buf[4*msgSize : 4*msgSize+8]
-	res := a.buf[4*msgSize : 4*msgSize+8]
+	// Atomics (RFC 7306 §5) on a target a sets with an RDMA Write
+	target := b.buf[atom : atom+8]
+	res := a.buf[atom : atom+8]
 	binary.NativeEndian.PutUint64(res, 1000)
-	post(t, a, &rnic.SendWR{WRID: 80, Opcode: rnic.OpWrite, SGL: []rnic.SGE{a.mr.SGE(4*msgSize, 8)},
-		RemoteAddr: b.mr.Addr() + 4*msgSize, RKey: b.mr.RKey()}, rnic.WCWrite)
-	post(t, a, &rnic.SendWR{WRID: 8, Opcode: rnic.OpAtomicFetchAdd, Compare: 23, SGL: []rnic.SGE{a.mr.SGE(4*msgSize, 8)},
-		RemoteAddr: b.mr.Addr() + 4*msgSize, RKey: b.mr.RKey()}, rnic.WCFetchAdd)
+	post(t, a, &rnic.SendWR{WRID: 80, Opcode: rnic.OpWrite, SGL: []rnic.SGE{a.mr.SGE(atom, 8)},
+		RemoteAddr: at(b, atom), RKey: b.mr.RKey()}, rnic.WCWrite)
+	post(t, a, &rnic.SendWR{WRID: 8, Opcode: rnic.OpAtomicFetchAdd, Compare: 23, SGL: []rnic.SGE{a.mr.SGE(atom, 8)},
+		RemoteAddr: at(b, atom), RKey: b.mr.RKey()}, rnic.WCFetchAdd)
 	if binary.NativeEndian.Uint64(res) != 1000 {
 		t.Fatalf("Fetch-and-Add returned %d", binary.NativeEndian.Uint64(res))
 	}
-	post(t, a, &rnic.SendWR{WRID: 9, Opcode: rnic.OpAtomicCmpSwap, Compare: 1023, Swap: 5, SGL: []rnic.SGE{a.mr.SGE(4*msgSize, 8)},
-		RemoteAddr: b.mr.Addr() + 4*msgSize, RKey: b.mr.RKey()}, rnic.WCCmpSwap)
+	post(t, a, &rnic.SendWR{WRID: 9, Opcode: rnic.OpAtomicCmpSwap, Compare: 1023, Swap: 5, SGL: []rnic.SGE{a.mr.SGE(atom, 8)},
+		RemoteAddr: at(b, atom), RKey: b.mr.RKey()}, rnic.WCCmpSwap)
 	if binary.NativeEndian.Uint64(res) != 1023 {
 		t.Fatalf("Compare-and-Swap returned %d", binary.NativeEndian.Uint64(res))
 	}
@@ -137,12 +139,12 @@ func everyOperation(t *testing.T, a, b *host, seed uint64, n int) {
 	_ = b.qp.PostRecv(&rnic.RecvWR{WRID: 10})
 	post(t, a, &rnic.SendWR{WRID: 10, Opcode: rnic.OpSend}, rnic.WCSend)
 	recv(t, b, 10, 0)
-	post(t, a, &rnic.SendWR{WRID: 11, Opcode: rnic.OpWrite, RemoteAddr: b.mr.Addr(), RKey: b.mr.RKey()}, rnic.WCWrite)
-	post(t, a, &rnic.SendWR{WRID: 12, Opcode: rnic.OpRead, RemoteAddr: b.mr.Addr(), RKey: b.mr.RKey()}, rnic.WCRead)
+	post(t, a, &rnic.SendWR{WRID: 11, Opcode: rnic.OpWrite, RemoteAddr: at(b, small), RKey: b.mr.RKey()}, rnic.WCWrite)
+	post(t, a, &rnic.SendWR{WRID: 12, Opcode: rnic.OpRead, RemoteAddr: at(b, small), RKey: b.mr.RKey()}, rnic.WCRead)
 	_ = b.qp.PostRecv(&rnic.RecvWR{WRID: 13})
 	post(t, a, &rnic.SendWR{WRID: 13, Opcode: rnic.OpSend}, rnic.WCSend)
 	recv(t, b, 13, 0)
-	if v := binary.NativeEndian.Uint64(at); v != 5 {
+	if v := binary.NativeEndian.Uint64(target); v != 5 {
 		t.Fatalf("atomic target %d, want 5", v)
 	}
 }

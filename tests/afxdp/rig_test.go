@@ -117,7 +117,7 @@ type host struct {
 const (
 	msgSize    = 1 << 20
 	allAccess  = rnic.AccessLocalWrite | rnic.AccessRemoteWrite | rnic.AccessRemoteRead | rnic.AccessRemoteAtomic
-	regionSize = 4*msgSize + 4096
+	regionSize = 8*msgSize + 4096 // everyOperation's layout
 )
 
 // iwarpConfig is the configuration both ends use: RFC 7306 extensions on (atomics,
