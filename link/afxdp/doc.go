@@ -66,10 +66,11 @@
 //
 // Ethernet netdevs only, no VLAN tags; frames are 4096 bytes and copy mode
 // reserves 256 bytes of headroom, so without multi-buffer the largest frame
-// received is 3840 bytes; with it, up to 64 KiB arrive in several buffers.
-// The largest frame sent is 4096 bytes (one buffer: no multi-buffer
-// transmission). One port per netdev (the netdev carries a single XDP
-// program); one IP address (IPv4 or IPv6) per port.
+// received is 3840 bytes and the largest sent 4072 (4096 less the TX
+// metadata area); with it, frames of up to the MTU (at most 64 KiB) go both
+// ways in several buffers, with one copy between them and a contiguous
+// buffer. One port per netdev (the netdev carries a single XDP program); one
+// IP address (IPv4 or IPv6) per port.
 //
 // Linux only; elsewhere Open returns ErrNotSupported. Open needs CAP_NET_RAW,
 // CAP_NET_ADMIN and CAP_BPF (or root) and must run in the network namespace
@@ -169,7 +170,8 @@ type Options struct {
 	// a local sender through tap or veth) arrives in several buffers, which
 	// the port copies into one before handing it over (counted in
 	// Stats.RxMultiBuffer); without it such packets are dropped by the
-	// kernel.
+	// kernel. Likewise a frame longer than a UMEM frame is sent in several
+	// (Stats.TxMultiBuffer), so MaxFrame follows the netdev's MTU.
 	SingleBuffer bool
 	// NoTxChecksum turns transmit checksum offload off. By default the UMEM
 	// has room for TX metadata (Linux 6.11; without, the port computes the
@@ -212,8 +214,8 @@ type Stats struct {
 	TxDropped uint64
 	// RxMultiBuffer counts packets received in several buffers (multi-buffer)
 	// and handed over as one copy; RxTooLong those dropped because they
-	// exceeded 64 KiB.
-	RxMultiBuffer, RxTooLong uint64
+	// exceeded 64 KiB. TxMultiBuffer counts frames sent in several.
+	RxMultiBuffer, RxTooLong, TxMultiBuffer uint64
 	// NeighQueued counts frames queued while their next hop was resolved,
 	// NeighDropped those dropped because resolution failed or the queue
 	// was full, NeighFailed the failed resolutions, NeighResolved the

@@ -32,7 +32,8 @@ type Port struct {
 	mtu      int
 	mode     Mode
 	zc       bool
-	maxFrame int // longest frame sent: MTU + Ethernet header, at most a UMEM frame
+	maxFrame int // longest frame sent: MTU + Ethernet header, at most a UMEM frame without multi-buffer
+	txCap    int // bytes of a frame sent in one UMEM frame
 	maxRx    int // longest frame received: MTU + Ethernet header (multi-buffer), else one UMEM frame less headroom
 	sg       bool
 	txOff    uint64 // where a frame sent starts in its UMEM frame: after the TX metadata area, if any
@@ -58,7 +59,7 @@ type Port struct {
 	tx  Tx
 
 	rxPackets, txPackets, rxDropped, rxInjected, txInjected, txDropped atomic.Uint64
-	rxMulti, rxTooLong                                                 atomic.Uint64
+	rxMulti, rxTooLong, txMulti                                        atomic.Uint64
 }
 
 // Open attaches the port to o.Interface (see the package comment for
@@ -134,13 +135,21 @@ func Open(o Options) (p *Port, err error) {
 		p.sg = p.sg && s.sg
 		txMeta = txMeta && s.txMeta
 	}
+	p.txCap = FrameSize
 	if txMeta {
 		p.txOff = txMetaLen
-		p.maxFrame = min(p.maxFrame, FrameSize-txMetaLen)
+		p.txCap = FrameSize - txMetaLen
+		p.maxFrame = min(p.maxFrame, p.txCap)
 		// Copy mode: the kernel honours the checksum request for every netdev
 		// (the netdev's own offload, else in software). Zero-copy: only a
 		// driver with the tx-checksum xsk feature does.
 		p.txcsum = !p.zc || o.DriverTxChecksum
+	}
+	if p.sg && attrs.MTU > 0 && ethLen+attrs.MTU > p.txCap {
+		// multi-buffer transmission: a frame longer than a UMEM frame is
+		// built in tx.stage and sent in several (XDP_PKT_CONTD)
+		p.maxFrame = min(maxChain, ethLen+attrs.MTU)
+		p.tx.stage = make([]byte, p.maxFrame)
 	}
 	p.maxRx = FrameSize - copyHeadroom
 	if p.zc {
@@ -422,7 +431,7 @@ func (p *Port) sendResolved(frames [][]byte) {
 	t := p.Tx()
 	defer t.Done()
 	for _, f := range frames {
-		b := t.Next()
+		b := t.NextLen(len(f))
 		if b == nil {
 			break
 		}
@@ -431,10 +440,13 @@ func (p *Port) sendResolved(frames [][]byte) {
 }
 
 // Tx is a transmit batch: it holds the port's send lock from Port.Tx to
-// Done. Next returns a free UMEM frame to build a frame in, Queue queues it.
+// Done. Next (or NextLen) returns a buffer to build a frame in, Queue or
+// QueueChecksum queues it.
 type Tx struct {
 	p      *Port
 	queued int
+	stage  []byte // a frame longer than a UMEM frame is built here (multi-buffer)
+	staged bool   // the buffer handed out is stage
 }
 
 // Tx starts a transmit batch. It blocks only on another batch (never on
@@ -444,22 +456,33 @@ func (p *Port) Tx() *Tx {
 	return &p.tx
 }
 
-// Next returns a free frame of MaxFrame bytes, or nil (counted in
-// TxDropped) when the port is closed or no frame frees up after kicking
-// the kernel: the caller drops the frame, as a full socket buffer would.
-func (t *Tx) Next() []byte {
+// Next returns a free UMEM frame to build a frame of at most
+// min(MaxFrame, FrameCap) bytes in, or nil (counted in TxDropped) when the
+// port is closed or no frame frees up after kicking the kernel: the caller
+// drops the frame, as a full socket buffer would.
+func (t *Tx) Next() []byte { return t.NextLen(0) }
+
+// NextLen is Next for a frame of n bytes (at most MaxFrame): a frame longer
+// than one UMEM frame (FrameCap) is built in a staging buffer and Queue copies
+// it into several UMEM frames (multi-buffer transmission).
+func (t *Tx) NextLen(n int) []byte {
 	p := t.p
-	if p.closed.Load() {
+	t.staged = false
+	if p.closed.Load() || n > p.maxFrame {
 		p.txDropped.Add(1)
 		return nil
 	}
 	s := p.socks[0]
+	if n > p.txCap {
+		t.staged = true
+		return t.stage[:n]
+	}
 	if (len(s.txFree) == 0 || s.tx.free() == 0) && !s.makeRoom() {
 		p.txDropped.Add(1)
 		return nil
 	}
 	a := s.txFree[len(s.txFree)-1] + p.txOff
-	return s.umem[a : a+uint64(p.maxFrame)]
+	return s.umem[a : a+uint64(min(p.maxFrame, p.txCap))]
 }
 
 // Queue queues the frame Next returned, n bytes long.
@@ -476,22 +499,21 @@ func (t *Tx) QueueChecksum(n, start, offset int) { t.queue(n, start, offset) }
 func (t *Tx) queue(n, start, offset int) {
 	p := t.p
 	s := p.socks[0]
-	base := s.txFree[len(s.txFree)-1]
-	a := base + p.txOff
-	f := s.umem[a : a+uint64(n)]
-	var opts uint32
+	var f []byte
+	if t.staged {
+		f = t.stage[:n]
+	} else {
+		a := s.txFree[len(s.txFree)-1] + p.txOff
+		f = s.umem[a : a+uint64(n)]
+	}
+	meta := false
 	if start >= 0 {
 		if start+offset+2 > n {
 			p.txDropped.Add(1)
 			return // the frame stays free
 		}
 		if p.txcsum && p.tap == nil {
-			// struct xsk_tx_metadata: flags, csum_start, csum_offset
-			m := s.umem[base : base+txMetaLen]
-			binary.NativeEndian.PutUint64(m[0:], unix.XDP_TXMD_FLAGS_CHECKSUM)
-			binary.NativeEndian.PutUint16(m[8:], uint16(start))
-			binary.NativeEndian.PutUint16(m[10:], uint16(offset))
-			opts = unix.XDP_TX_METADATA
+			meta = true
 		} else {
 			// in software (also when a tap records the frame: it sees the
 			// checksum the wire carries)
@@ -502,13 +524,44 @@ func (t *Tx) queue(n, start, offset int) {
 		p.txInjected.Add(1)
 		return // the frame stays free
 	}
-	s.txFree = s.txFree[:len(s.txFree)-1]
 	if p.tap != nil {
 		p.tap.Frame(f, true)
 	}
-	d := s.tx.desc(s.tx.local)
-	d.Addr, d.Len, d.Options = a, uint32(n), opts
-	s.tx.local++
+	// the frame's pieces: one UMEM frame, or (staged) as many as it takes
+	pieces := 1
+	if t.staged {
+		pieces = (n + p.txCap - 1) / p.txCap
+		if !s.room(pieces) {
+			p.txDropped.Add(1)
+			return
+		}
+		p.txMulti.Add(1)
+	}
+	for i := range pieces {
+		base := s.txFree[len(s.txFree)-1]
+		s.txFree = s.txFree[:len(s.txFree)-1]
+		a := base + p.txOff
+		l := n
+		if t.staged {
+			l = copy(s.umem[a:a+uint64(p.txCap)], f[i*p.txCap:])
+		}
+		var opts uint32
+		if i == 0 && meta {
+			// struct xsk_tx_metadata: flags, csum_start, csum_offset
+			m := s.umem[base : base+txMetaLen]
+			binary.NativeEndian.PutUint64(m[0:], unix.XDP_TXMD_FLAGS_CHECKSUM)
+			binary.NativeEndian.PutUint16(m[8:], uint16(start))
+			binary.NativeEndian.PutUint16(m[10:], uint16(offset))
+			opts = unix.XDP_TX_METADATA
+		}
+		if i < pieces-1 {
+			opts |= unix.XDP_PKT_CONTD
+		}
+		d := s.tx.desc(s.tx.local)
+		d.Addr, d.Len, d.Options = a, uint32(l), opts
+		s.tx.local++
+	}
+	t.staged = false
 	t.queued++
 }
 
@@ -561,8 +614,13 @@ func (p *Port) MAC() [6]byte { return p.mac }
 func (p *Port) MTU() int { return p.mtu }
 
 // MaxFrame is the longest frame the port sends: the MTU plus the Ethernet
-// header, at most a UMEM frame.
+// header; with multi-buffer (up to 64 KiB) in several UMEM frames, else at
+// most one (FrameCap).
 func (p *Port) MaxFrame() int { return p.maxFrame }
+
+// FrameCap is the longest frame sent in one UMEM frame (FrameSize less the TX
+// metadata area).
+func (p *Port) FrameCap() int { return p.txCap }
 
 // MaxRxFrame is the longest frame the port receives: with multi-buffer the
 // MTU plus the Ethernet header (packets of several UMEM frames), else one
@@ -609,7 +667,7 @@ func (p *Port) Stats() Stats {
 	s := Stats{
 		RxPackets: p.rxPackets.Load(), TxPackets: p.txPackets.Load(), RxDropped: p.rxDropped.Load(),
 		RxInjectedDrops: p.rxInjected.Load(), TxInjectedDrops: p.txInjected.Load(), TxDropped: p.txDropped.Load(),
-		RxMultiBuffer: p.rxMulti.Load(), RxTooLong: p.rxTooLong.Load(),
+		RxMultiBuffer: p.rxMulti.Load(), RxTooLong: p.rxTooLong.Load(), TxMultiBuffer: p.txMulti.Load(),
 	}
 	if p.neigh != nil {
 		p.neigh.stats(&s)

@@ -20,6 +20,8 @@ func (p *Port) Neighbour(dst netip.Addr) ([6]byte, NeighState)   { return [6]byt
 func (p *Port) Defer(dst netip.Addr, frame []byte) bool          { return false }
 func (p *Port) Tx() *Tx                                          { return &Tx{} }
 func (t *Tx) Next() []byte                                       { return nil }
+func (t *Tx) NextLen(n int) []byte                               { return nil }
+func (p *Port) FrameCap() int                                    { return 0 }
 func (t *Tx) Queue(n int)                                        {}
 func (t *Tx) QueueChecksum(n, start, offset int)                 {}
 func (p *Port) TxChecksum() bool                                 { return false }

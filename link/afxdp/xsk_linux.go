@@ -225,12 +225,19 @@ func (s *xsk) reclaim() {
 
 // makeRoom publishes what is queued, kicks and reclaims until a TX frame
 // and a TX ring slot are free.
-func (s *xsk) makeRoom() bool {
+func (s *xsk) makeRoom() bool { return s.room(1) }
+
+// room publishes what is queued, kicks and reclaims until k TX frames and k
+// TX ring slots are free (a bounded number of rounds).
+func (s *xsk) room(k int) bool {
+	if len(s.txFree) >= k && int(s.tx.free()) >= k {
+		return true
+	}
 	for range 1000 {
 		s.tx.publish()
 		ok := s.kick()
 		s.reclaim()
-		if len(s.txFree) > 0 && s.tx.free() > 0 {
+		if len(s.txFree) >= k && int(s.tx.free()) >= k {
 			return true
 		}
 		if !ok {

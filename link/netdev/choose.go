@@ -7,10 +7,9 @@ import (
 )
 
 // Frame geometry of link/afxdp: 4096-byte UMEM frames with 256 bytes of
-// headroom in copy mode, and 24 bytes of TX metadata before a frame sent.
+// headroom in copy mode.
 const (
 	singleBufferFrame = afxdp.FrameSize - 256
-	txMetaLen         = 24
 	// roceOverhead is what a RoCEv2 packet adds to its payload on the
 	// wire at most: Ethernet 14, IPv6 40, UDP 8, BTH 12, the largest
 	// extended headers 28, ICRC 4 (IBTA A17; roce.MaxHeaders).
@@ -112,11 +111,11 @@ func Choose(in *Info, p Prefs) Choice {
 	default:
 		why("TX checksum metadata: the kernel is older than 6.11; the port computes TCP checksums")
 	}
-	// A RoCE packet goes out in one UMEM frame (less the TX metadata area)
-	// and must arrive in one receive buffer unless multi-buffer is on.
-	frame := afxdp.FrameSize - txMetaLen
-	if !c.MultiBufferUse {
-		frame = singleBufferFrame
+	// Without multi-buffer a RoCE packet must fit one receive buffer (and one
+	// UMEM frame to send); with it, only the netdev's MTU bounds it.
+	frame := singleBufferFrame
+	if c.MultiBufferUse {
+		frame = 14 + 65535
 	}
 	if in.MTU > 0 {
 		frame = min(frame, in.MTU+14)
@@ -127,7 +126,7 @@ func Choose(in *Info, p Prefs) Choice {
 			break
 		}
 	}
-	why("largest RoCE path MTU %d (frame %d bytes: the netdev MTU, one UMEM frame to send, one receive buffer without multi-buffer)", c.MaxPathMTU, frame)
+	why("largest RoCE path MTU %d (frames of %d bytes: the netdev MTU; without multi-buffer one UMEM buffer)", c.MaxPathMTU, frame)
 	if !in.Ether {
 		why("not an Ethernet device: AF_XDP links cannot run on it")
 	}

@@ -96,13 +96,13 @@ func TestChoose(t *testing.T) {
 		pathMTU    int
 	}{
 		{"zero-copy driver: one segment, no checksum metadata", eth(zc, 1500, true), Prefs{}, afxdp.ModeDriver, true, false, false, false, false, 1024},
-		{"zero-copy driver with segments and checksums", eth(zcsg, 9000, true), Prefs{}, afxdp.ModeDriver, true, true, true, true, true, 2048},
+		{"zero-copy driver with segments and checksums", eth(zcsg, 9000, true), Prefs{}, afxdp.ModeDriver, true, true, true, true, true, 4096},
 		{"zero-copy refused by override: copy mode", eth(zc, 1500, true), Prefs{ZeroCopy: Off}, afxdp.ModeDriver, false, true, true, true, true, 1024},
 		{"generic forced: no zero-copy", eth(zc, 1500, true), Prefs{Mode: afxdp.ModeGeneric}, afxdp.ModeGeneric, false, true, true, true, true, 1024},
 		{"veth: copy, driver", eth(veth, 1500, true), Prefs{}, afxdp.ModeDriver, false, true, true, true, true, 1024},
 		{"veth, kernel before 6.11: no checksum metadata", eth(veth, 1500, false), Prefs{}, afxdp.ModeDriver, false, true, true, false, false, 1024},
 		{"veth, overrides off", eth(veth, 1500, true), Prefs{MultiBuffer: Off, TxChecksum: Off}, afxdp.ModeDriver, false, true, false, true, false, 1024},
-		{"veth jumbo: path MTU capped by the send frame", eth(veth, 9000, true), Prefs{}, afxdp.ModeDriver, false, true, true, true, true, 2048},
+		{"veth jumbo: path MTU 4096 in multi-buffer frames", eth(veth, 9000, true), Prefs{}, afxdp.ModeDriver, false, true, true, true, true, 4096},
 		{"veth jumbo, single buffer: capped by the receive buffer", eth(veth, 9000, true), Prefs{MultiBuffer: Off}, afxdp.ModeDriver, false, true, false, true, true, 2048},
 		{"veth zero-copy forced", eth(veth, 1500, true), Prefs{ZeroCopy: On}, afxdp.ModeDriver, true, false, false, false, false, 1024},
 		{"no redirect: generic", eth(XDPCaps{Source: "netdev-genl", Features: XDPBasic, KernelSG: true}, 1500, true), Prefs{}, afxdp.ModeGeneric, false, true, true, true, true, 1024},

@@ -20,11 +20,13 @@
 //     connections share one reservation; it is released (steering removed,
 //     kernel socket closed) when the last of them has closed and the TIME_WAIT
 //     interval (Config.TimeWait) has passed.
+//
 //   - Neighbours. The gVisor NIC is a layer-3 endpoint (no ARP or NDP of its
 //     own: ARP and ND pass to the kernel). Outgoing packets take their
 //     destination MAC from the port's neighbour cache, which follows the
 //     kernel's neighbour and routing tables (netlink); packets for a peer
 //     being resolved wait in the port's bounded queue.
+//
 //   - Checksums. The link endpoint verifies the IPv4 header and TCP checksums of
 //     received packets in one pass (gVisor then skips its own) and completes a TCP
 //     checksum left partial by a sender on the same host (a kernel TCP peer over veth
@@ -38,6 +40,7 @@
 //     KiB rather than per segment. Received packets longer than a UMEM frame
 //     (jumbo frames; GSO packets of a local sender in generic XDP mode) arrive
 //     whole through the port's multi-buffer reception.
+//
 //   - Connections. Conns are the stack's own net.Conn over gVisor's endpoint,
 //     with vectored reads and writes (mpa.VectoredReader/VectoredWriter) and
 //     the kernel connection's options rnic/iwarp uses (half close, linger,

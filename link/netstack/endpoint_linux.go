@@ -114,7 +114,7 @@ func (e *linkEndpoint) WritePackets(pkts stack.PacketBufferList) (int, tcpip.Err
 				t = e.port.Tx()
 			}
 			for i := range g.count {
-				f := t.Next()
+				f := t.NextLen(ethLen + g.hdr + min(g.mss, g.payload-i*g.mss))
 				if f == nil {
 					break // no frame free: dropped (counted by the port)
 				}
