@@ -3,9 +3,12 @@ package capture
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"net"
 	"net/netip"
 	"sync"
+	"syscall"
+	"time"
 )
 
 // MPA framing (RFC 5044 §7.1 Request/Reply frames, §4 FPDUs).
@@ -30,8 +33,17 @@ const (
 // FPDU per segment, so Wireshark's MPA dissector finds each FPDU at a
 // segment start. With markers negotiated, or bytes that are not MPA, the
 // stream is recorded in the chunks it is read and written. Wrap c before
-// the MPA exchange. The wrapper offers only net.Conn: vectored writes
-// (net.Buffers) become one Write per buffer.
+// the MPA exchange.
+//
+// The wrapper forwards the optional methods rnic/iwarp uses (see its
+// package documentation, "Other TCP stacks") — CloseWrite, SetLinger,
+// SetNoDelay, SetKeepAlive, SetKeepAliveConfig, SetUserTimeout, MSS,
+// SyscallConn — returning an error satisfying errors.ErrUnsupported where
+// c lacks one, and vectored I/O: WriteVectored records the pieces and
+// writes them with c's own (or net.Buffers' writev on a *net.TCPConn);
+// ReadVectored uses c's, else reads into the first buffer. A
+// connection read through the wrapper misses only the kernel's readv
+// placement (the bytes must pass the recorder).
 func WrapConn(c net.Conn, w *Writer) net.Conn {
 	local, _ := netip.ParseAddrPort(c.LocalAddr().String())
 	remote, _ := netip.ParseAddrPort(c.RemoteAddr().String())
@@ -160,4 +172,127 @@ func (c *conn) emit(d, n int) {
 		off += k
 	}
 	s.buf = s.buf[:copy(s.buf, s.buf[n:])]
+}
+
+// WrapListener returns a net.Listener whose accepted connections are
+// wrapped with WrapConn.
+func WrapListener(l net.Listener, w *Writer) net.Listener { return &listener{Listener: l, w: w} }
+
+type listener struct {
+	net.Listener
+	w *Writer
+}
+
+// Accept implements net.Listener.
+func (l *listener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return WrapConn(c, l.w), nil
+}
+
+// The optional methods of the wrapped connection.
+
+// WriteVectored records bufs, then writes them with one call.
+func (c *conn) WriteVectored(bufs [][]byte) (int64, error) {
+	for _, b := range bufs {
+		if len(b) > 0 {
+			c.feed(0, b)
+		}
+	}
+	if vw, ok := c.Conn.(interface {
+		WriteVectored([][]byte) (int64, error)
+	}); ok {
+		return vw.WriteVectored(bufs)
+	}
+	nb := net.Buffers(bufs)
+	return nb.WriteTo(c.Conn)
+}
+
+// ReadVectored reads into bufs with the connection's own vectored read, else
+// into the first non-empty buffer, and records what it read.
+func (c *conn) ReadVectored(bufs [][]byte) (int, error) {
+	vr, ok := c.Conn.(interface {
+		ReadVectored([][]byte) (int, error)
+	})
+	if !ok {
+		for _, b := range bufs {
+			if len(b) > 0 {
+				return c.Read(b)
+			}
+		}
+		return 0, nil
+	}
+	n, err := vr.ReadVectored(bufs)
+	for k := n; k > 0 && len(bufs) > 0; bufs = bufs[1:] {
+		p := bufs[0][:min(k, len(bufs[0]))]
+		if len(p) > 0 {
+			c.feed(1, p)
+		}
+		k -= len(p)
+	}
+	return n, err
+}
+
+func (c *conn) CloseWrite() error {
+	if x, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return x.CloseWrite()
+	}
+	return errors.ErrUnsupported
+}
+
+func (c *conn) SetLinger(sec int) error {
+	if x, ok := c.Conn.(interface{ SetLinger(int) error }); ok {
+		return x.SetLinger(sec)
+	}
+	return errors.ErrUnsupported
+}
+
+func (c *conn) SetNoDelay(noDelay bool) error {
+	if x, ok := c.Conn.(interface{ SetNoDelay(bool) error }); ok {
+		return x.SetNoDelay(noDelay)
+	}
+	return errors.ErrUnsupported
+}
+
+func (c *conn) SetKeepAlive(on bool) error {
+	if x, ok := c.Conn.(interface{ SetKeepAlive(bool) error }); ok {
+		return x.SetKeepAlive(on)
+	}
+	return errors.ErrUnsupported
+}
+
+func (c *conn) SetKeepAliveConfig(k net.KeepAliveConfig) error {
+	if x, ok := c.Conn.(interface {
+		SetKeepAliveConfig(net.KeepAliveConfig) error
+	}); ok {
+		return x.SetKeepAliveConfig(k)
+	}
+	return errors.ErrUnsupported
+}
+
+func (c *conn) SetUserTimeout(d time.Duration) error {
+	if x, ok := c.Conn.(interface{ SetUserTimeout(time.Duration) error }); ok {
+		return x.SetUserTimeout(d)
+	}
+	return errors.ErrUnsupported
+}
+
+// MSS is the wrapped connection's, or 0 (unknown).
+func (c *conn) MSS() int {
+	if x, ok := c.Conn.(interface{ MSS() int }); ok {
+		return x.MSS()
+	}
+	return 0
+}
+
+// SyscallConn gives the socket options of a kernel connection (rnic/iwarp reads
+// TCP_MAXSEG and sets TCP_USER_TIMEOUT through it); reads through it would
+// bypass the recorder.
+func (c *conn) SyscallConn() (syscall.RawConn, error) {
+	if x, ok := c.Conn.(syscall.Conn); ok {
+		return x.SyscallConn()
+	}
+	return nil, errors.ErrUnsupported
 }

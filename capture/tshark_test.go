@@ -7,14 +7,13 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/softrnic/softrnic/capture/tsharktest"
 	"github.com/softrnic/softrnic/rnic"
 	"github.com/softrnic/softrnic/rnic/iwarp"
 	"github.com/softrnic/softrnic/rnic/rocev2"
@@ -226,68 +225,6 @@ func roceRC(t *testing.T, la, lb rocev2.Link) {
 	exercise(t, b, a, 3000)
 }
 
-// needTshark returns tshark's path, installing the Debian package when it
-// is missing and the test runs as root; it skips loudly only when it
-// cannot be had.
-func needTshark(t *testing.T) string {
-	t.Helper()
-	if p, err := exec.LookPath("tshark"); err == nil {
-		return p
-	}
-	if runtime.GOOS == "linux" && os.Geteuid() == 0 {
-		cmd := exec.Command("apt-get", "install", "-y", "--no-install-recommends", "tshark")
-		cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
-		out, err := cmd.CombinedOutput()
-		if p, lerr := exec.LookPath("tshark"); lerr == nil {
-			return p
-		}
-		t.Skipf("SKIP (tool): tshark missing and apt-get install tshark failed: %v\n%s", err, out)
-	}
-	t.Skip("SKIP (tool): tshark missing and not root to install it (apt-get install tshark)")
-	return ""
-}
-
-// ulpHeuristics are the protocols whose heuristic dissectors guess at
-// InfiniBand and DDP/RDMAP payloads (tshark -G heuristic-decodes); they
-// are disabled.
-var ulpHeuristics = []string{"rpcordma", "smb_direct", "smc", "nvme-rdma", "lnet", "iser", "infiniband_sdp", "fcoib", "infiniband.eoib", "drbd"}
-
-// tsharkFrame is one frame as tshark decoded it.
-type tsharkFrame struct {
-	num, iface, protocols, expert string
-}
-
-// decode runs tshark over the capture with checksum validation on.
-func decode(t *testing.T, tshark, file string) []tsharkFrame {
-	t.Helper()
-	args := []string{"-r", file, "-n",
-		"-o", "ip.check_checksum:TRUE", "-o", "tcp.check_checksum:TRUE", "-o", "udp.check_checksum:TRUE"}
-	// The SEND payloads are test bytes, not an upper-layer protocol: keep
-	// the RDMA ULP heuristics (RPC-over-RDMA, SMB Direct, ...) from
-	// guessing at them.
-	for _, h := range ulpHeuristics {
-		args = append(args, "--disable-protocol", h)
-	}
-	cmd := exec.Command(tshark, append(args,
-		"-T", "fields", "-E", "separator=|", "-E", "occurrence=a", "-E", "aggregator=;",
-		"-e", "frame.number", "-e", "frame.interface_name", "-e", "frame.protocols", "-e", "_ws.expert.message")...)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("tshark: %v\n%s", err, stderr.String())
-	}
-	var fs []tsharkFrame
-	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
-		p := strings.SplitN(line, "|", 4)
-		if len(p) != 4 {
-			t.Fatalf("tshark line %q", line)
-		}
-		fs = append(fs, tsharkFrame{p[0], p[1], p[2], p[3]})
-	}
-	return fs
-}
-
 // Expert info. Wireshark 4.0's MPA dissector predates RFC 6581: it shows
 // the S bit of an MPA rev 2 Request/Reply as "Reserved: 0x10" and the
 // IRD/ORD word as the first private data bytes, but raises no expert item
@@ -296,7 +233,7 @@ func decode(t *testing.T, tshark, file string) []tsharkFrame {
 // the test.
 
 func TestTsharkDecodes(t *testing.T) {
-	tshark := needTshark(t)
+	tshark := tsharktest.Need(t)
 	file := filepath.Join(t.TempDir(), "softrnic.pcapng")
 	if d := os.Getenv("SOFTRNIC_KEEP_PCAP"); d != "" {
 		file = d
@@ -316,29 +253,29 @@ func TestTsharkDecodes(t *testing.T) {
 	if st.Dropped != 0 || st.Written == 0 {
 		t.Fatalf("capture stats %+v", st)
 	}
-	frames := decode(t, tshark, file)
+	frames := tsharktest.Decode(t, tshark, file)
 	if uint64(len(frames)) != st.Written {
 		t.Fatalf("tshark read %d frames, %d written", len(frames), st.Written)
 	}
 	perIface := map[string]int{}
 	for _, f := range frames {
-		perIface[f.iface]++
-		iw := strings.Contains(f.protocols, "iwarp_mpa")
-		ib := strings.Contains(f.protocols, "infiniband")
-		switch f.iface {
+		perIface[f.Iface]++
+		iw := strings.Contains(f.Protocols, "iwarp_mpa")
+		ib := strings.Contains(f.Protocols, "infiniband")
+		switch f.Iface {
 		case "iwarp-reconstructed":
 			if !iw {
-				t.Errorf("frame %s (%s): not decoded as MPA: %s", f.num, f.iface, f.protocols)
+				t.Errorf("frame %s (%s): not decoded as MPA: %s", f.Num, f.Iface, f.Protocols)
 			}
 		case "roce", "afxdp":
 			if !ib {
-				t.Errorf("frame %s (%s): not decoded as InfiniBand: %s", f.num, f.iface, f.protocols)
+				t.Errorf("frame %s (%s): not decoded as InfiniBand: %s", f.Num, f.Iface, f.Protocols)
 			}
 		default:
-			t.Errorf("frame %s: interface %q", f.num, f.iface)
+			t.Errorf("frame %s: interface %q", f.Num, f.Iface)
 		}
-		if f.expert != "" {
-			t.Errorf("frame %s (%s, %s): expert info %q", f.num, f.iface, f.protocols, f.expert)
+		if f.Expert != "" {
+			t.Errorf("frame %s (%s, %s): expert info %q", f.Num, f.Iface, f.Protocols, f.Expert)
 		}
 	}
 	t.Logf("frames per interface: %v", perIface)
@@ -348,7 +285,7 @@ func TestTsharkDecodes(t *testing.T) {
 	// the DDP/RDMAP layer is decoded too (not only the MPA framing)
 	var ddp int
 	for _, f := range frames {
-		if strings.Contains(f.protocols, "iwarp_ddp_rdmap") {
+		if strings.Contains(f.Protocols, "iwarp_ddp_rdmap") {
 			ddp++
 		}
 	}
@@ -356,11 +293,7 @@ func TestTsharkDecodes(t *testing.T) {
 		t.Fatal("no frame decoded as DDP/RDMAP")
 	}
 	// MPA rev 2 (RFC 6581) Request and Reply frames decode as such
-	out, err := exec.Command(tshark, "-r", file, "-n", "-Y", "iwarp_mpa.rev == 2", "-T", "fields", "-e", "frame.number").Output()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n := len(strings.Fields(string(out))); n != 4 {
+	if n := tsharktest.Count(t, tshark, file, "iwarp_mpa.rev == 2"); n != 4 {
 		t.Fatalf("%d MPA rev 2 frames, want 4 (a Request and a Reply per connection)", n)
 	}
 }

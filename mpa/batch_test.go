@@ -126,3 +126,53 @@ func TestReaderVectored(t *testing.T) {
 		}
 	}
 }
+
+// vecWriter is an io.Writer with WriteVectored; Write must not be called.
+type vecWriter struct {
+	buf   bytes.Buffer
+	calls int
+	err   error
+}
+
+func (v *vecWriter) Write([]byte) (int, error) { return 0, errors.New("Write called") }
+
+func (v *vecWriter) WriteVectored(bufs [][]byte) (int64, error) {
+	v.calls++
+	var n int64
+	for _, b := range bufs {
+		k, _ := v.buf.Write(b)
+		n += int64(k)
+	}
+	return n, v.err
+}
+
+// TestVectoredWriter: a VectoredWriter gets each batch in one WriteVectored call, the same
+// stream as any io.Writer, and its error is Flush's.
+func TestVectoredWriter(t *testing.T) {
+	rng := rand.New(rand.NewSource(12))
+	for _, opt := range allOpts {
+		var plain bytes.Buffer
+		vw := &vecWriter{}
+		wp, wv := NewWriter(&plain, opt), NewWriter(vw, opt)
+		for _, u := range randomULPDUs(rng, 10, 1000) { // one batch, with Markers too
+			h := min(len(u), 18)
+			for _, w := range []*Writer{wp, wv} {
+				if err := w.QueueFPDU(u[:h], [][]byte{u[h:]}); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		for _, w := range []*Writer{wp, wv} {
+			if err := w.Flush(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if vw.calls != 1 || !bytes.Equal(vw.buf.Bytes(), plain.Bytes()) {
+			t.Fatalf("%+v: %d calls, streams equal %v", opt, vw.calls, bytes.Equal(vw.buf.Bytes(), plain.Bytes()))
+		}
+		vw.err = io.ErrClosedPipe
+		if err := wv.WriteFPDU([]byte{1, 2}, nil); !errors.Is(err, io.ErrClosedPipe) {
+			t.Fatalf("WriteFPDU: %v", err)
+		}
+	}
+}

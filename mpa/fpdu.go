@@ -130,7 +130,8 @@ const (
 // ULPDU, pad, CRC32c and, when enabled, Markers every 512 octets of the
 // stream. FPDUs are gathered into a batch of slices (the framing octets in
 // the Writer's own arena, the payload as the caller's slices, not copied)
-// and written with a single net.Buffers WriteTo (writev on a *net.TCPConn):
+// and written with a single net.Buffers WriteTo (writev on a *net.TCPConn), or
+// one WriteVectored when the io.Writer is a VectoredWriter:
 // WriteFPDU writes one FPDU at once; QueueFPDU adds one to the batch and
 // Flush writes the batch, so many FPDUs cost one system call. It does not
 // allocate. A Writer is not safe for concurrent use.
@@ -313,9 +314,14 @@ func (fw *Writer) Flush() error {
 	if len(fw.store) == 0 {
 		return nil
 	}
-	fw.vec = fw.store
-	_, err := fw.vec.WriteTo(fw.w)
-	fw.vec = nil
+	var err error
+	if vw, ok := fw.w.(VectoredWriter); ok {
+		_, err = vw.WriteVectored(fw.store)
+	} else {
+		fw.vec = fw.store
+		_, err = fw.vec.WriteTo(fw.w)
+		fw.vec = nil
+	}
 	fw.drop(0, 0, 0)
 	return err
 }

@@ -21,6 +21,15 @@ type VectoredReader interface {
 	ReadVectored(bufs [][]byte) (int, error)
 }
 
+// VectoredWriter is an optional interface of the io.Writer given to a
+// Writer: WriteVectored writes all of bufs, in order, with one call, or
+// fails. A connection with no writev of its own (a user-space TCP stack)
+// implements it so a batch of FPDUs is one write rather than one per piece;
+// net.Buffers' WriteTo is used otherwise (writev on a *net.TCPConn).
+type VectoredWriter interface {
+	WriteVectored(bufs [][]byte) (int64, error)
+}
+
 // Reader deframes FPDUs from an io.Reader (RFC 5044 §4, §6) without an
 // intermediate copy of the payload: Next starts an FPDU and returns its
 // ULPDU length; Read, ReadFull and Discard consume the ULPDU (Markers are

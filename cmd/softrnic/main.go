@@ -11,6 +11,7 @@ import (
 	"github.com/softrnic/softrnic/internal/datconf"
 	"github.com/softrnic/softrnic/internal/tools/cmatose"
 	"github.com/softrnic/softrnic/internal/tools/demo"
+	"github.com/softrnic/softrnic/internal/tools/link"
 	"github.com/softrnic/softrnic/internal/tools/perftest"
 	"github.com/softrnic/softrnic/internal/tools/pingpong"
 	"github.com/softrnic/softrnic/internal/tools/rdmaclient"
@@ -33,6 +34,7 @@ var commands = []command{
 	{"daemon", daemon.Summary, daemon.Main},
 	{"dat-conf", datconf.Summary, datconf.Main},
 	{"demo", demo.Summary, demo.Main},
+	{"link", link.Summary, link.Main},
 	{"perftest", perftest.Summary, perftest.Main},
 	{"pingpong", pingpong.Summary, pingpong.Main},
 	{"rdma-client", rdmaclient.Summary, rdmaclient.Main},

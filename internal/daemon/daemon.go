@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/softrnic/softrnic/internal/hostlink"
 	"github.com/softrnic/softrnic/internal/tools/perftest"
 	"github.com/softrnic/softrnic/internal/tools/rping"
 	"github.com/softrnic/softrnic/internal/uapi"
@@ -135,7 +136,7 @@ func Start(o Options) (_ *Daemon, err error) {
 		}
 	}
 	if o.RoCEv2 != "" {
-		link, err := rocev2.ListenUDP(roAddr, nil)
+		link, err := hostlink.Process().RoCELink(roAddr, nil) // -xdp, -pcap
 		if err != nil {
 			return nil, fmt.Errorf("RoCEv2 link %v: %w", roAddr, err)
 		}

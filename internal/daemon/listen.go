@@ -7,6 +7,7 @@ package daemon
 import (
 	"context"
 
+	"github.com/softrnic/softrnic/internal/hostlink"
 	"github.com/softrnic/softrnic/rnic"
 	"github.com/softrnic/softrnic/rnic/iwarp"
 	"github.com/softrnic/softrnic/rnic/rocev2"
@@ -29,7 +30,7 @@ type listener struct {
 func listenIWARP(dev *rnic.Device, addr string, crc bool) (*listener, error) {
 	cfg := iwarp.DefaultConfig()
 	cfg.MPA.CRC = crc
-	ln, err := iwarp.Listen(dev, addr, cfg)
+	ln, err := hostlink.Process().IWARPListen(dev, addr, cfg) // -xdp, -pcap
 	if err != nil {
 		return nil, err
 	}

@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/softrnic/softrnic/internal/hostlink"
 	"github.com/softrnic/softrnic/internal/uapi"
 )
 
@@ -28,6 +29,11 @@ func Main(args []string) int {
 	if !o.Foreground && os.Getenv(foregroundEnv) == "" {
 		return detach(o, args)
 	}
+	return hostlink.Main("daemon", o.Link, os.Stderr, func() int { return run(o) }) // -xdp, -pcap
+}
+
+// run is the daemon in the foreground, until SIGINT or SIGTERM.
+func run(o Options) int {
 	if o.LogFile != "" {
 		f, err := os.OpenFile(o.LogFile, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o640)
 		if err != nil {

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/softrnic/softrnic/internal/hostlink"
 	"github.com/softrnic/softrnic/internal/tools/perftest"
 	"github.com/softrnic/softrnic/internal/tools/rping"
 	"github.com/softrnic/softrnic/internal/tools/tool"
@@ -54,6 +55,8 @@ type Options struct {
 	RpingIdleTimeout time.Duration // -rping-idle-timeout: end an rping session idle this long (0: never)
 
 	LogOut io.Writer // where Start logs (nil: os.Stderr)
+
+	Link hostlink.Options // -xdp, -xdp-mode, -pcap (internal/hostlink; Main only)
 }
 
 type listFlag []string
@@ -87,6 +90,7 @@ func ParseArgs(args []string, errOut io.Writer) (Options, error) {
 	fs.DurationVar(&o.CtlIdleTimeout, "ctl-idle-timeout", uapi.DefaultIdleTimeout, "close a control client that takes longer to send a request or take an answer")
 	fs.IntVar(&o.RpingMaxSessions, "rping-max-sessions", rping.DefaultMaxSessions, "-rping: most client sessions at once (more are rejected)")
 	fs.DurationVar(&o.RpingIdleTimeout, "rping-idle-timeout", DefaultRpingIdleTimeout, "-rping: end a session whose client sends nothing this long (0: never)")
+	o.Link.Flag(fs)
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}

@@ -37,7 +37,10 @@
 //
 // Transmission goes through [Port.Tx], which holds the port's send lock for
 // one batch: frames are built in UMEM frames and the batch is kicked with
-// one sendto.
+// one sendto. A frame whose transport checksum is left partial is queued
+// with Tx.QueueChecksum: the kernel completes it through the frame's TX
+// metadata (AF_XDP checksum offload, Documentation/networking/xsk-tx-metadata.rst)
+// where it can, the port otherwise.
 //
 // # Neighbours
 //
@@ -62,10 +65,12 @@
 // chooses.
 //
 // Ethernet netdevs only, no VLAN tags; frames are 4096 bytes and copy mode
-// reserves 256 bytes of headroom, so the largest frame received is 3840 bytes
-// and the largest sent 4096 (no XDP multi-buffer yet); one port per netdev
-// (the netdev carries a single XDP program); one IP address (IPv4 or IPv6)
-// per port.
+// reserves 256 bytes of headroom, so without multi-buffer the largest frame
+// received is 3840 bytes and the largest sent 4072 (4096 less the TX
+// metadata area); with it, frames of up to the MTU (at most 64 KiB) go both
+// ways in several buffers, with one copy between them and a contiguous
+// buffer. One port per netdev (the netdev carries a single XDP program); one
+// IP address (IPv4 or IPv6) per port.
 //
 // Linux only; elsewhere Open returns ErrNotSupported. Open needs CAP_NET_RAW,
 // CAP_NET_ADMIN and CAP_BPF (or root) and must run in the network namespace
@@ -116,6 +121,9 @@ const (
 	ModeDriver
 )
 
+// MarshalText names the mode (JSON reports).
+func (m Mode) MarshalText() ([]byte, error) { return []byte(m.String()), nil }
+
 func (m Mode) String() string {
 	switch m {
 	case ModeGeneric:
@@ -155,6 +163,27 @@ type Options struct {
 	// Stats.RxInjectedDrops). It is for tests that inject loss; it runs on
 	// the receive goroutine and must not block.
 	DropRx func(frame []byte) bool
+	// SingleBuffer turns XDP multi-buffer off. By default the sockets bind
+	// with XDP_USE_SG (Linux 6.6; without it, or where the driver refuses
+	// it, they bind without) and the program is multi-buffer aware, so a
+	// packet longer than a UMEM frame (a jumbo frame, a GSO super-packet from
+	// a local sender through tap or veth) arrives in several buffers, which
+	// the port copies into one before handing it over (counted in
+	// Stats.RxMultiBuffer); without it such packets are dropped by the
+	// kernel. Likewise a frame longer than a UMEM frame is sent in several
+	// (Stats.TxMultiBuffer), so MaxFrame follows the netdev's MTU.
+	SingleBuffer bool
+	// NoTxChecksum turns transmit checksum offload off. By default the UMEM
+	// has room for TX metadata (Linux 6.11; without, the port computes the
+	// checksums) and Tx.QueueChecksum asks for a frame's transport checksum
+	// through it: in copy mode the kernel's skb gets CHECKSUM_PARTIAL (the
+	// netdev's offload fills the checksum in, or the kernel in software); in
+	// zero-copy mode only when DriverTxChecksum says the driver does it.
+	NoTxChecksum bool
+	// DriverTxChecksum: the driver implements the checksum request of TX
+	// metadata in zero-copy mode (netdev xsk-features tx-checksum; package
+	// link/netdev reads it).
+	DriverTxChecksum bool
 	// DropTx is DropRx's counterpart for sent frames (counted in
 	// Stats.TxInjectedDrops); it runs under the send lock.
 	DropTx func(frame []byte) bool
@@ -183,6 +212,10 @@ type Stats struct {
 	// TxDropped counts frames not sent for want of a free UMEM frame or TX
 	// ring slot after kicking the kernel.
 	TxDropped uint64
+	// RxMultiBuffer counts packets received in several buffers (multi-buffer)
+	// and handed over as one copy; RxTooLong those dropped because they
+	// exceeded 64 KiB. TxMultiBuffer counts frames sent in several.
+	RxMultiBuffer, RxTooLong, TxMultiBuffer uint64
 	// NeighQueued counts frames queued while their next hop was resolved,
 	// NeighDropped those dropped because resolution failed or the queue
 	// was full, NeighFailed the failed resolutions, NeighResolved the
@@ -206,13 +239,19 @@ const (
 
 // RxFrame is a received frame in a UMEM: Data is the Ethernet frame, L3
 // and L4 the offsets of its IP and transport headers. A receiver that keeps
-// it returns it with Port.Release.
+// it returns it with Port.Release. A packet that arrived in several buffers
+// (multi-buffer) is handed over as a copy outside the UMEM, valid during the
+// Frame call only: it cannot be kept (Keepable reports it), whatever Frame
+// returns.
 type RxFrame struct {
 	Data   []byte
 	L3, L4 int
 	sock   int
 	addr   uint64
 }
+
+// Keepable reports whether the receiver may keep the frame past Frame.
+func (f RxFrame) Keepable() bool { return f.addr != ^uint64(0) }
 
 // A Receiver takes the frames steered to it. Frame is called on a
 // receive goroutine of the port (one per bound queue, so possibly

@@ -20,9 +20,12 @@ const (
 	neighTTL     = 30 * time.Second // re-read a destination's route after this
 	neighTimeout = 3 * time.Second  // resolution of an unknown peer: the kernel's 3 solicitations 1 s apart
 	neighRetry   = time.Second      // after a failed resolution, refuse this long
-	// Bounds on what waits for resolution: frames per destination, frames
-	// in all, destinations being resolved.
-	neighPerDst     = 32
+	// Bounds on what waits for resolution: frames per destination (a
+	// RoCEv2 RC window, 128 packets as rxe's RXE_MAX_UNACKED_PSNS, so the
+	// first burst to a peer is not cut down to a retransmission after the
+	// ACK timeout), frames in all (2 MiB of 4 KiB frames at most),
+	// destinations being resolved.
+	neighPerDst     = 128
 	neighTotal      = 512
 	neighMaxPending = 256
 )

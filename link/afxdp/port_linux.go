@@ -32,7 +32,12 @@ type Port struct {
 	mtu      int
 	mode     Mode
 	zc       bool
-	maxFrame int // longest frame sent: MTU + Ethernet header, at most a UMEM frame
+	maxFrame int // longest frame sent: MTU + Ethernet header, at most a UMEM frame without multi-buffer
+	txCap    int // bytes of a frame sent in one UMEM frame
+	maxRx    int // longest frame received: MTU + Ethernet header (multi-buffer), else one UMEM frame less headroom
+	sg       bool
+	txOff    uint64 // where a frame sent starts in its UMEM frame: after the TX metadata area, if any
+	txcsum   bool   // transmit checksums through TX metadata
 	keep     int64
 	dropRx   func([]byte) bool
 	dropTx   func([]byte) bool
@@ -54,6 +59,7 @@ type Port struct {
 	tx  Tx
 
 	rxPackets, txPackets, rxDropped, rxInjected, txInjected, txDropped atomic.Uint64
+	rxMulti, rxTooLong, txMulti                                        atomic.Uint64
 }
 
 // Open attaches the port to o.Interface (see the package comment for
@@ -115,8 +121,10 @@ func Open(o Options) (p *Port, err error) {
 			}
 		}
 	}
+	p.sg = !o.SingleBuffer
+	txMeta := !o.NoTxChecksum
 	for _, q := range queues {
-		s, err := openXSK(attrs.Index, q, half, o.ZeroCopy)
+		s, err := openXSK(attrs.Index, q, half, o.ZeroCopy, p.sg, txMeta)
 		if s != nil {
 			p.socks = append(p.socks, s)
 		}
@@ -124,6 +132,34 @@ func Open(o Options) (p *Port, err error) {
 			return p, fmt.Errorf("afxdp: AF_XDP socket on %s queue %d: %w", o.Interface, q, err)
 		}
 		p.zc = s.zc
+		p.sg = p.sg && s.sg
+		txMeta = txMeta && s.txMeta
+	}
+	p.txCap = FrameSize
+	if txMeta {
+		p.txOff = txMetaLen
+		p.txCap = FrameSize - txMetaLen
+		p.maxFrame = min(p.maxFrame, p.txCap)
+		// Copy mode: the kernel honours the checksum request for every netdev
+		// (the netdev's own offload, else in software). Zero-copy: only a
+		// driver with the tx-checksum xsk feature does.
+		p.txcsum = !p.zc || o.DriverTxChecksum
+	}
+	if p.sg && attrs.MTU > 0 && ethLen+attrs.MTU > p.txCap {
+		// multi-buffer transmission: a frame longer than a UMEM frame is
+		// built in tx.stage and sent in several (XDP_PKT_CONTD)
+		p.maxFrame = min(maxChain, ethLen+attrs.MTU)
+		p.tx.stage = make([]byte, p.maxFrame)
+	}
+	p.maxRx = FrameSize - copyHeadroom
+	if p.zc {
+		p.maxRx = FrameSize
+	}
+	if p.sg {
+		p.maxRx = maxChain
+		if attrs.MTU > 0 {
+			p.maxRx = min(maxChain, ethLen+attrs.MTU)
+		}
 	}
 	if err = p.attach(o.Mode); err != nil {
 		return p, fmt.Errorf("afxdp: XDP program on %s: %w", o.Interface, err)
@@ -156,10 +192,17 @@ func (p *Port) attach(mode Mode) error {
 	if err != nil {
 		return fmt.Errorf("steering map: %w", err)
 	}
-	p.prog, err = ebpf.NewProgram(&ebpf.ProgramSpec{
+	spec := &ebpf.ProgramSpec{
 		Name: "softrnic_steer", Type: ebpf.XDP, License: "Dual BSD/GPL",
 		Instructions: redirectProgram(p.xsks, p.ports, p.local),
-	})
+	}
+	if p.sg {
+		// multi-buffer aware (xdp.frags): it reads only the headers, which are in
+		// the first buffer, and lets the driver and generic XDP pass it packets
+		// of several buffers, which the sockets receive with XDP_USE_SG
+		spec.Flags = unix.BPF_F_XDP_HAS_FRAGS
+	}
+	p.prog, err = ebpf.NewProgram(spec)
 	if err != nil {
 		return fmt.Errorf("load: %w", err)
 	}
@@ -242,10 +285,29 @@ func (p *Port) rxLoop(i int) {
 		s.fmu.Lock()
 		for range n {
 			d := s.rx.desc(s.rx.local)
-			addr, ln := d.Addr, uint64(d.Len)
+			addr, ln, more := d.Addr, uint64(d.Len), d.Options&unix.XDP_PKT_CONTD != 0
 			s.rx.local++
-			if addr+ln <= uint64(len(s.umem)) && p.dispatch(s, i, s.umem[addr:addr+ln], addr, recv, &ended) {
-				continue // kept
+			valid := addr+ln <= uint64(len(s.umem))
+			switch {
+			case s.chainLen == 0 && !s.chainBad && !more:
+				// a packet in one buffer, handed over in place
+				if valid && p.dispatch(s, i, s.umem[addr:addr+ln], addr, recv, &ended) {
+					continue // kept
+				}
+			case !valid || s.chainBad || s.chainLen+int(ln) > len(s.chain):
+				s.chainBad = true
+			default:
+				s.chainLen += copy(s.chain[s.chainLen:], s.umem[addr:addr+ln])
+			}
+			if !more && (s.chainLen > 0 || s.chainBad) {
+				// the last buffer of a packet of several: hand over the copy
+				if s.chainBad {
+					p.rxTooLong.Add(1)
+				} else {
+					p.rxMulti.Add(1)
+					p.dispatch(s, i, s.chain[:s.chainLen], noAddr, recv, &ended)
+				}
+				s.chainLen, s.chainBad = 0, false
 			}
 			*s.fill.addr(s.fill.local) = addr &^ (FrameSize - 1)
 			s.fill.local++
@@ -291,6 +353,11 @@ func (p *Port) dispatch(s *xsk, i int, f []byte, addr uint64, recv map[uint32]Re
 	if !seen {
 		*ended = append(*ended, r)
 	}
+	if addr == noAddr {
+		// a multi-buffer packet copied out of the UMEM: valid during the call only
+		r.Frame(RxFrame{Data: f, L3: ethLen, L4: l4, sock: i, addr: noAddr})
+		return false
+	}
 	if s.kept.Load() >= p.keep {
 		// the receiver holds its share of the frames: it cannot keep more
 		p.rxDropped.Add(1)
@@ -302,6 +369,10 @@ func (p *Port) dispatch(s *xsk, i int, f []byte, addr uint64, recv map[uint32]Re
 	}
 	return false
 }
+
+// noAddr marks an RxFrame that is not in the UMEM (a multi-buffer packet's
+// copy): it cannot be kept.
+const noAddr = ^uint64(0)
 
 // parseL3 checks the Ethernet and IP headers of f (to local, of local's
 // family, IPv4 unfragmented) and returns the IP protocol and the offset of
@@ -331,6 +402,9 @@ func parseL3(f []byte, local netip.Addr) (proto uint8, l4 int, ok bool) {
 
 // Release gives back a frame a receiver kept.
 func (p *Port) Release(f RxFrame) {
+	if f.addr == noAddr {
+		return
+	}
 	s := p.socks[f.sock]
 	s.fmu.Lock()
 	if !p.closed.Load() {
@@ -357,7 +431,7 @@ func (p *Port) sendResolved(frames [][]byte) {
 	t := p.Tx()
 	defer t.Done()
 	for _, f := range frames {
-		b := t.Next()
+		b := t.NextLen(len(f))
 		if b == nil {
 			break
 		}
@@ -366,10 +440,13 @@ func (p *Port) sendResolved(frames [][]byte) {
 }
 
 // Tx is a transmit batch: it holds the port's send lock from Port.Tx to
-// Done. Next returns a free UMEM frame to build a frame in, Queue queues it.
+// Done. Next (or NextLen) returns a buffer to build a frame in, Queue or
+// QueueChecksum queues it.
 type Tx struct {
 	p      *Port
 	queued int
+	stage  []byte // a frame longer than a UMEM frame is built here (multi-buffer)
+	staged bool   // the buffer handed out is stage
 }
 
 // Tx starts a transmit batch. It blocks only on another batch (never on
@@ -379,41 +456,138 @@ func (p *Port) Tx() *Tx {
 	return &p.tx
 }
 
-// Next returns a free frame of MaxFrame bytes, or nil (counted in
-// TxDropped) when the port is closed or no frame frees up after kicking
-// the kernel: the caller drops the frame, as a full socket buffer would.
-func (t *Tx) Next() []byte {
+// Next returns a free UMEM frame to build a frame of at most
+// min(MaxFrame, FrameCap) bytes in, or nil (counted in TxDropped) when the
+// port is closed or no frame frees up after kicking the kernel: the caller
+// drops the frame, as a full socket buffer would.
+func (t *Tx) Next() []byte { return t.NextLen(0) }
+
+// NextLen is Next for a frame of n bytes (at most MaxFrame): a frame longer
+// than one UMEM frame (FrameCap) is built in a staging buffer and Queue copies
+// it into several UMEM frames (multi-buffer transmission).
+func (t *Tx) NextLen(n int) []byte {
 	p := t.p
-	if p.closed.Load() {
+	t.staged = false
+	if p.closed.Load() || n > p.maxFrame {
 		p.txDropped.Add(1)
 		return nil
 	}
 	s := p.socks[0]
+	if n > p.txCap {
+		t.staged = true
+		return t.stage[:n]
+	}
 	if (len(s.txFree) == 0 || s.tx.free() == 0) && !s.makeRoom() {
 		p.txDropped.Add(1)
 		return nil
 	}
-	a := s.txFree[len(s.txFree)-1]
-	return s.umem[a : a+uint64(p.maxFrame)]
+	a := s.txFree[len(s.txFree)-1] + p.txOff
+	return s.umem[a : a+uint64(min(p.maxFrame, p.txCap))]
 }
 
 // Queue queues the frame Next returned, n bytes long.
-func (t *Tx) Queue(n int) {
+func (t *Tx) Queue(n int) { t.queue(n, -1, 0) }
+
+// QueueChecksum queues the frame Next returned, n bytes long, whose
+// transport checksum is still to be computed (RFC 1071): the 16-bit sum from
+// byte start to the end of the frame goes, complemented, into the field at
+// start+offset, which holds the pseudo-header sum meanwhile (a partial
+// checksum, as the kernel's CHECKSUM_PARTIAL). The port asks the kernel for
+// it through TX metadata when it can (TxChecksum), else computes it here.
+func (t *Tx) QueueChecksum(n, start, offset int) { t.queue(n, start, offset) }
+
+func (t *Tx) queue(n, start, offset int) {
 	p := t.p
 	s := p.socks[0]
-	a := s.txFree[len(s.txFree)-1]
-	if p.dropTx != nil && p.dropTx(s.umem[a:a+uint64(n)]) {
+	var f []byte
+	if t.staged {
+		f = t.stage[:n]
+	} else {
+		a := s.txFree[len(s.txFree)-1] + p.txOff
+		f = s.umem[a : a+uint64(n)]
+	}
+	meta := false
+	if start >= 0 {
+		if start+offset+2 > n {
+			p.txDropped.Add(1)
+			return // the frame stays free
+		}
+		if p.txcsum && p.tap == nil {
+			meta = true
+		} else {
+			// in software (also when a tap records the frame: it sees the
+			// checksum the wire carries)
+			binary.BigEndian.PutUint16(f[start+offset:], ^fold(sum(0, f[start:])))
+		}
+	}
+	if p.dropTx != nil && p.dropTx(f) {
 		p.txInjected.Add(1)
 		return // the frame stays free
 	}
-	s.txFree = s.txFree[:len(s.txFree)-1]
 	if p.tap != nil {
-		p.tap.Frame(s.umem[a:a+uint64(n)], true)
+		p.tap.Frame(f, true)
 	}
-	d := s.tx.desc(s.tx.local)
-	d.Addr, d.Len, d.Options = a, uint32(n), 0
-	s.tx.local++
+	// the frame's pieces: one UMEM frame, or (staged) as many as it takes
+	pieces := 1
+	if t.staged {
+		pieces = (n + p.txCap - 1) / p.txCap
+		if !s.room(pieces) {
+			p.txDropped.Add(1)
+			return
+		}
+		p.txMulti.Add(1)
+	}
+	for i := range pieces {
+		base := s.txFree[len(s.txFree)-1]
+		s.txFree = s.txFree[:len(s.txFree)-1]
+		a := base + p.txOff
+		l := n
+		if t.staged {
+			l = copy(s.umem[a:a+uint64(p.txCap)], f[i*p.txCap:])
+		}
+		var opts uint32
+		if i == 0 && meta {
+			// struct xsk_tx_metadata: flags, csum_start, csum_offset
+			m := s.umem[base : base+txMetaLen]
+			binary.NativeEndian.PutUint64(m[0:], unix.XDP_TXMD_FLAGS_CHECKSUM)
+			binary.NativeEndian.PutUint16(m[8:], uint16(start))
+			binary.NativeEndian.PutUint16(m[10:], uint16(offset))
+			opts = unix.XDP_TX_METADATA
+		}
+		if i < pieces-1 {
+			opts |= unix.XDP_PKT_CONTD
+		}
+		d := s.tx.desc(s.tx.local)
+		d.Addr, d.Len, d.Options = a, uint32(l), opts
+		s.tx.local++
+	}
+	t.staged = false
 	t.queued++
+}
+
+// sum adds b to s as big-endian 16-bit words (RFC 1071's one's-complement
+// sum, folded by fold).
+func sum(s uint64, b []byte) uint64 {
+	for len(b) >= 8 {
+		v := binary.BigEndian.Uint64(b)
+		s += v>>48 + v>>32&0xFFFF + v>>16&0xFFFF + v&0xFFFF
+		b = b[8:]
+	}
+	for len(b) >= 2 {
+		s += uint64(binary.BigEndian.Uint16(b))
+		b = b[2:]
+	}
+	if len(b) == 1 {
+		s += uint64(b[0]) << 8
+	}
+	return s
+}
+
+func fold(s uint64) uint16 {
+	for s>>16 != 0 {
+		s = s&0xFFFF + s>>16
+	}
+	return uint16(s)
 }
 
 // Done transmits the batch and releases the send lock.
@@ -440,8 +614,25 @@ func (p *Port) MAC() [6]byte { return p.mac }
 func (p *Port) MTU() int { return p.mtu }
 
 // MaxFrame is the longest frame the port sends: the MTU plus the Ethernet
-// header, at most a UMEM frame.
+// header; with multi-buffer (up to 64 KiB) in several UMEM frames, else at
+// most one (FrameCap).
 func (p *Port) MaxFrame() int { return p.maxFrame }
+
+// FrameCap is the longest frame sent in one UMEM frame (FrameSize less the TX
+// metadata area).
+func (p *Port) FrameCap() int { return p.txCap }
+
+// MaxRxFrame is the longest frame the port receives: with multi-buffer the
+// MTU plus the Ethernet header (packets of several UMEM frames), else one
+// UMEM frame less the kernel's headroom in copy mode.
+func (p *Port) MaxRxFrame() int { return p.maxRx }
+
+// MultiBuffer reports whether the sockets are bound with XDP_USE_SG.
+func (p *Port) MultiBuffer() bool { return p.sg }
+
+// TxChecksum reports whether Tx.QueueChecksum has the kernel (or the
+// netdev) compute checksums through TX metadata rather than the port.
+func (p *Port) TxChecksum() bool { return p.txcsum }
 
 // Mode reports the attach mode in use (ModeDriver or ModeGeneric).
 func (p *Port) Mode() Mode { return p.mode }
@@ -476,6 +667,7 @@ func (p *Port) Stats() Stats {
 	s := Stats{
 		RxPackets: p.rxPackets.Load(), TxPackets: p.txPackets.Load(), RxDropped: p.rxDropped.Load(),
 		RxInjectedDrops: p.rxInjected.Load(), TxInjectedDrops: p.txInjected.Load(), TxDropped: p.txDropped.Load(),
+		RxMultiBuffer: p.rxMulti.Load(), RxTooLong: p.rxTooLong.Load(), TxMultiBuffer: p.txMulti.Load(),
 	}
 	if p.neigh != nil {
 		p.neigh.stats(&s)

@@ -20,12 +20,18 @@ func (p *Port) Neighbour(dst netip.Addr) ([6]byte, NeighState)   { return [6]byt
 func (p *Port) Defer(dst netip.Addr, frame []byte) bool          { return false }
 func (p *Port) Tx() *Tx                                          { return &Tx{} }
 func (t *Tx) Next() []byte                                       { return nil }
+func (t *Tx) NextLen(n int) []byte                               { return nil }
+func (p *Port) FrameCap() int                                    { return 0 }
 func (t *Tx) Queue(n int)                                        {}
+func (t *Tx) QueueChecksum(n, start, offset int)                 {}
+func (p *Port) TxChecksum() bool                                 { return false }
 func (t *Tx) Done()                                              {}
 func (p *Port) Addr() netip.Addr                                 { return netip.Addr{} }
 func (p *Port) MAC() [6]byte                                     { return [6]byte{} }
 func (p *Port) MTU() int                                         { return 0 }
 func (p *Port) MaxFrame() int                                    { return 0 }
+func (p *Port) MaxRxFrame() int                                  { return 0 }
+func (p *Port) MultiBuffer() bool                                { return false }
 func (p *Port) Mode() Mode                                       { return ModeAuto }
 func (p *Port) ZeroCopy() bool                                   { return false }
 func (p *Port) Queues() []int                                    { return nil }

@@ -51,16 +51,38 @@ type xsk struct {
 	fmu    sync.Mutex
 	txFree []uint64 // free TX frames
 	zc     bool
+	sg     bool // bound with XDP_USE_SG: a packet may span several RX descriptors
+	txMeta bool // the UMEM has txMetaLen bytes of TX metadata before each frame sent
+	// chain assembles a packet spanning several RX descriptors (sg): chainLen
+	// bytes so far, chainBad once it overflowed (the rest is dropped)
+	chain    []byte
+	chainLen int
+	chainBad bool
 	// kept counts frames receivers hold (at most the port's keepLimit)
 	kept atomic.Int64
 	// rxCount counts frames read from the RX ring
 	rxCount atomic.Uint64
 }
 
+// txMetaLen is the TX metadata area in front of a frame sent: struct
+// xsk_tx_metadata (include/uapi/linux/if_xdp.h: flags, then the checksum
+// request; 24 bytes with 6.14's launch time), a multiple of 8 as the kernel
+// requires.
+const txMetaLen = 24
+
+// maxChain bounds a multi-buffer packet: the kernel's 64 KiB IP packet (a
+// GSO or GRO super-packet from a local sender) behind an Ethernet header.
+const maxChain = 14 + 65535
+
 // openXSK creates a socket, registers its UMEM (2·half frames), maps the
 // four rings (half entries each), fills the fill ring with the first half
-// of the frames and binds to ifindex/queue.
-func openXSK(ifindex, queue, half int, zc bool) (s *xsk, err error) {
+// of the frames and binds to ifindex/queue, with XDP_USE_SG when sg is set
+// and the kernel takes it (Linux 6.6).
+//
+// With txMeta the UMEM is registered with room for TX metadata in front of
+// each frame sent (XDP_UMEM_TX_METADATA_LEN, Linux 6.11; an older kernel
+// refuses the flag and the UMEM is registered without: s.txMeta tells).
+func openXSK(ifindex, queue, half int, zc, sg, txMeta bool) (s *xsk, err error) {
 	fd, err := unix.Socket(unix.AF_XDP, unix.SOCK_RAW|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, err
@@ -71,8 +93,15 @@ func openXSK(ifindex, queue, half int, zc bool) (s *xsk, err error) {
 		return s, err
 	}
 	reg := unix.XDPUmemReg{Addr: uint64(uintptr(unsafe.Pointer(&s.umem[0]))), Len: uint64(len(s.umem)), Size: FrameSize}
-	if err := setsockopt(fd, unix.SOL_XDP, unix.XDP_UMEM_REG, unsafe.Pointer(&reg), unsafe.Sizeof(reg)); err != nil {
-		return s, fmt.Errorf("XDP_UMEM_REG: %w", err)
+	if txMeta {
+		meta := reg
+		meta.Flags, meta.Tx_metadata_len = unix.XDP_UMEM_TX_METADATA_LEN, txMetaLen
+		s.txMeta = setsockopt(fd, unix.SOL_XDP, unix.XDP_UMEM_REG, unsafe.Pointer(&meta), unsafe.Sizeof(meta)) == nil
+	}
+	if !s.txMeta {
+		if err := setsockopt(fd, unix.SOL_XDP, unix.XDP_UMEM_REG, unsafe.Pointer(&reg), unsafe.Sizeof(reg)); err != nil {
+			return s, fmt.Errorf("XDP_UMEM_REG: %w", err)
+		}
 	}
 	n := int32(half)
 	for _, opt := range []int{unix.XDP_UMEM_FILL_RING, unix.XDP_UMEM_COMPLETION_RING, unix.XDP_RX_RING, unix.XDP_TX_RING} {
@@ -106,19 +135,31 @@ func openXSK(ifindex, queue, half int, zc bool) (s *xsk, err error) {
 	for i := half; i < 2*half; i++ {
 		s.txFree = append(s.txFree, uint64(i*FrameSize))
 	}
-	sa := &unix.SockaddrXDP{Ifindex: uint32(ifindex), QueueID: uint32(queue), Flags: unix.XDP_COPY}
-	if zc {
-		sa.Flags = unix.XDP_ZEROCOPY
-		if unix.Bind(fd, sa) == nil {
-			s.zc = true
-		} else {
-			sa.Flags = unix.XDP_COPY
+	// Bind, trying the wanted modes in order: zero-copy before copy, multi-buffer
+	// before single-buffer (a kernel before 6.6, or a zero-copy driver without
+	// multi-buffer support, refuses XDP_USE_SG).
+	var tries []uint16
+	for _, mode := range []uint16{unix.XDP_ZEROCOPY, unix.XDP_COPY} {
+		if mode == unix.XDP_ZEROCOPY && !zc {
+			continue
 		}
+		if sg {
+			tries = append(tries, mode|unix.XDP_USE_SG)
+		}
+		tries = append(tries, mode)
 	}
-	if !s.zc {
-		if err := unix.Bind(fd, sa); err != nil {
+	for i, f := range tries {
+		err = unix.Bind(fd, &unix.SockaddrXDP{Ifindex: uint32(ifindex), QueueID: uint32(queue), Flags: f})
+		if err == nil {
+			s.zc, s.sg = f&unix.XDP_ZEROCOPY != 0, f&unix.XDP_USE_SG != 0
+			break
+		}
+		if i == len(tries)-1 {
 			return s, fmt.Errorf("bind: %w", err)
 		}
+	}
+	if s.sg {
+		s.chain = make([]byte, maxChain)
 	}
 	if err := unix.SetNonblock(fd, true); err != nil {
 		return s, err
@@ -184,12 +225,19 @@ func (s *xsk) reclaim() {
 
 // makeRoom publishes what is queued, kicks and reclaims until a TX frame
 // and a TX ring slot are free.
-func (s *xsk) makeRoom() bool {
+func (s *xsk) makeRoom() bool { return s.room(1) }
+
+// room publishes what is queued, kicks and reclaims until k TX frames and k
+// TX ring slots are free (a bounded number of rounds).
+func (s *xsk) room(k int) bool {
+	if len(s.txFree) >= k && int(s.tx.free()) >= k {
+		return true
+	}
 	for range 1000 {
 		s.tx.publish()
 		ok := s.kick()
 		s.reclaim()
-		if len(s.txFree) > 0 && s.tx.free() > 0 {
+		if len(s.txFree) >= k && int(s.tx.free()) >= k {
 			return true
 		}
 		if !ok {

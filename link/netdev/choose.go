@@ -70,20 +70,53 @@ func Choose(in *Info, p Prefs) Choice {
 	c.MultiBufferSupported = mb
 	switch {
 	case p.MultiBuffer == Off:
-		why("multi-buffer off: forced")
-	case mb || p.MultiBuffer == On:
-		why("multi-buffer (XDP_USE_SG) supported=%v but not used: link/afxdp has single-buffer frames", mb)
+		why("multi-buffer off: forced; packets longer than a %d-byte receive buffer are dropped by the kernel", singleBufferFrame)
+	case mb:
+		c.MultiBufferUse = true
+		why("multi-buffer (XDP_USE_SG): packets longer than a receive buffer (jumbo frames, a local sender's GSO packets) arrive in several")
+	case p.MultiBuffer == On:
+		c.MultiBufferUse = true
+		why("multi-buffer on: forced although not reported; the bind falls back to single buffers if refused")
+	case !known:
+		c.MultiBufferUse = true
+		why("multi-buffer: support unknown; tried at bind, single buffers if refused")
+	case !x.KernelSG:
+		why("multi-buffer: the kernel has no XDP_USE_SG (before 6.6); packets longer than a %d-byte receive buffer are dropped", singleBufferFrame)
+	case c.Mode != afxdp.ModeGeneric && !x.Has(XDPRxSG):
+		why("multi-buffer: the driver has no multi-buffer XDP (rx-sg); packets longer than a receive buffer are dropped")
 	default:
-		why("multi-buffer: not supported here")
+		why("multi-buffer: zero-copy takes one buffer per packet here (xdp-zc-max-segs %d); longer packets are dropped", x.ZCMaxSegs)
 	}
-	c.TxChecksumSupported = x.XSK&XSKTxChecksum != 0
+	c.DriverTxChecksum = x.XSK&XSKTxChecksum != 0
+	if c.ZeroCopy {
+		c.TxChecksumSupported = c.DriverTxChecksum
+	} else {
+		c.TxChecksumSupported = in.TxMetadata
+	}
 	switch {
 	case p.TxChecksum == Off:
-		why("TX checksum metadata off: forced")
-	case c.TxChecksumSupported || p.TxChecksum == On:
-		why("TX checksum metadata supported=%v but not used: link/afxdp sends no TX metadata; the TCP stack computes checksums", c.TxChecksumSupported)
+		why("TX checksum metadata off: forced; the port computes TCP checksums")
+	case c.TxChecksumSupported:
+		c.TxChecksumUse = true
+		if c.ZeroCopy {
+			why("TX checksum metadata: the driver computes TCP checksums (xsk-features tx-checksum)")
+		} else {
+			why("TX checksum metadata: the kernel has the netdev (or itself) compute TCP checksums (copy mode, Linux 6.11+)")
+		}
+	case p.TxChecksum == On && !c.ZeroCopy:
+		c.TxChecksumUse = true
+		why("TX checksum metadata on: forced; used if the kernel registers the metadata area, else the port computes")
+	case c.ZeroCopy:
+		why("TX checksum metadata: the driver does not compute checksums in zero-copy mode; the port computes them")
+	default:
+		why("TX checksum metadata: the kernel is older than 6.11; the port computes TCP checksums")
 	}
+	// Without multi-buffer a RoCE packet must fit one receive buffer (and one
+	// UMEM frame to send); with it, only the netdev's MTU bounds it.
 	frame := singleBufferFrame
+	if c.MultiBufferUse {
+		frame = 14 + 65535
+	}
 	if in.MTU > 0 {
 		frame = min(frame, in.MTU+14)
 	}
@@ -93,7 +126,7 @@ func Choose(in *Info, p Prefs) Choice {
 			break
 		}
 	}
-	why("largest RoCE path MTU %d (frame %d bytes: netdev MTU and the single-buffer UMEM frame)", c.MaxPathMTU, frame)
+	why("largest RoCE path MTU %d (frames of %d bytes: the netdev MTU; without multi-buffer one UMEM buffer)", c.MaxPathMTU, frame)
 	if !in.Ether {
 		why("not an Ethernet device: AF_XDP links cannot run on it")
 	}
@@ -103,5 +136,6 @@ func Choose(in *Info, p Prefs) Choice {
 // Options returns afxdp options for the choice on the netdev (Addr and the
 // rest are the caller's).
 func (c Choice) Options(name string) afxdp.Options {
-	return afxdp.Options{Interface: name, Mode: c.Mode, ZeroCopy: c.ZeroCopy}
+	return afxdp.Options{Interface: name, Mode: c.Mode, ZeroCopy: c.ZeroCopy, SingleBuffer: !c.MultiBufferUse,
+		NoTxChecksum: !c.TxChecksumUse, DriverTxChecksum: c.DriverTxChecksum}
 }

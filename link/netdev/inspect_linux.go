@@ -26,6 +26,7 @@ func Inspect(name string) (*Info, error) {
 	in := &Info{Name: a.Name, Index: a.Index, MTU: a.MTU, MAC: a.HardwareAddr.String(),
 		Ether: a.EncapType == "ether" && len(a.HardwareAddr) == 6, OperUp: a.OperState == netlink.OperUp || a.Flags&unix.IFF_UP != 0 && a.OperState == netlink.OperUnknown,
 		RxQueues: a.NumRxQueues, TxQueues: a.NumTxQueues, Combined: -1, RxChannels: -1, TxChannels: -1}
+	in.Kernel, in.TxMetadata = kernelRelease()
 	if a.Xdp != nil && a.Xdp.Attached {
 		in.XDPProgID = a.Xdp.ProgId
 		// XDP_ATTACHED_* (include/uapi/linux/if_link.h)
@@ -109,3 +110,14 @@ type genlHeader struct{ cmd, version uint8 }
 func (h genlHeader) Len() int { return genlHeaderLen }
 
 func (h genlHeader) Serialize() []byte { return []byte{h.cmd, h.version, 0, 0} }
+
+// kernelRelease returns the running kernel's release and whether it is 6.11 or
+// later (AF_XDP TX metadata with XDP_UMEM_TX_METADATA_LEN).
+func kernelRelease() (string, bool) {
+	var u unix.Utsname
+	if unix.Uname(&u) != nil {
+		return "", false
+	}
+	rel := unix.ByteSliceToString(u.Release[:])
+	return rel, releaseAtLeast(rel, 6, 11)
+}

@@ -53,8 +53,12 @@ func TestInspectVeth(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Logf("\n%s", b.String())
-		for _, s := range []string{"driver veth", "XDP driver mode, AF_XDP copy, multi-buffer supported, not used", "tx-checksum-ip-generic",
-			"native XDP_REDIRECT yes, AF_XDP zero-copy no", "must have tx-checksumming off"} {
+		csum := "TX checksum metadata used"
+		if !in.TxMetadata {
+			csum = "TX checksum metadata not supported"
+		}
+		for _, s := range []string{"driver veth", "XDP driver mode, AF_XDP copy, multi-buffer used, " + csum, "tx-checksum-ip-generic",
+			"native XDP_REDIRECT yes, AF_XDP zero-copy no", "leaves TCP checksums partial", "overrides"} {
 			if !strings.Contains(b.String(), s) {
 				t.Errorf("report lacks %q", s)
 			}

@@ -24,12 +24,16 @@
 // Choose turns the capabilities into afxdp options: zero-copy in driver
 // mode when the driver offers it, else copy mode in driver mode when the
 // driver supports XDP_REDIRECT, else generic mode; XDP multi-buffer
-// (XDP_USE_SG) where supported, to lift the 2048-byte path-MTU cap; each
-// choice has an override in Prefs.
+// (XDP_USE_SG) where the kernel and driver have it, so packets longer than a
+// UMEM frame arrive (jumbo frames, a local sender's GSO packets); AF_XDP TX
+// checksum metadata where the kernel has it (copy mode) or the driver does
+// (zero-copy), so the user-space TCP leaves its checksums to the kernel or
+// the NIC; each choice has an override in Prefs.
 package netdev
 
 import (
 	"errors"
+	"fmt"
 
 	"github.com/softrnic/softrnic/link/afxdp"
 )
@@ -105,6 +109,11 @@ type Info struct {
 	// Features by ethtool name; nil when ethtool could not read them.
 	Features map[string]Feature
 	XDP      XDPCaps
+	// Kernel is the running kernel's release; TxMetadata whether it has
+	// AF_XDP TX metadata with XDP_UMEM_TX_METADATA_LEN (Linux 6.11), read from
+	// the release (copy mode needs nothing of the driver).
+	Kernel     string
+	TxMetadata bool
 	// Attached XDP program: its ID and mode ("driver", "generic",
 	// "offload"), if any.
 	XDPProgID   uint32
@@ -135,15 +144,25 @@ type Prefs struct {
 type Choice struct {
 	Mode     afxdp.Mode
 	ZeroCopy bool
-	// MultiBuffer: XDP_USE_SG would lift the path-MTU cap. Supported
-	// records that the netdev and kernel have it; Use that softrnic uses it
-	// (not yet: link/afxdp has single-buffer frames only).
+	// MultiBuffer: XDP multi-buffer reception (XDP_USE_SG). Supported
+	// records that the kernel and driver have it; Use that softrnic uses it.
 	MultiBufferSupported, MultiBufferUse bool
-	// TxChecksum: AF_XDP TX checksum metadata (xsk-features tx-checksum);
-	// same split (link/afxdp does not use TX metadata yet).
-	TxChecksumSupported, TxChecksumUse bool
+	// TxChecksum: AF_XDP TX checksum metadata for the user-space TCP;
+	// same split. DriverTxChecksum: the driver implements it in zero-copy
+	// mode (xsk-features tx-checksum).
+	TxChecksumSupported, TxChecksumUse, DriverTxChecksum bool
 	// MaxPathMTU is the largest RoCE path MTU the datapath carries.
 	MaxPathMTU int
 	// Why explains each choice, in order.
 	Why []string
+}
+
+// releaseAtLeast reports whether a kernel release ("6.18.44-fc-v657") is at
+// least major.minor.
+func releaseAtLeast(rel string, major, minor int) bool {
+	var ma, mi int
+	if n, _ := fmt.Sscanf(rel, "%d.%d", &ma, &mi); n != 2 {
+		return false
+	}
+	return ma > major || ma == major && mi >= minor
 }

@@ -80,32 +80,53 @@ func FuzzDecodeDevGet(f *testing.F) {
 
 func TestChoose(t *testing.T) {
 	zc, veth := recorded(t, "virtio-zc.genl"), recorded(t, "veth.genl")
-	eth := func(x XDPCaps, mtu int) *Info { return &Info{Name: "d", Ether: true, MTU: mtu, XDP: x} }
+	zcsg := zc
+	zcsg.ZCMaxSegs, zcsg.XSK = 17, XSKTxChecksum // a zero-copy driver with multi-buffer and checksum metadata
+	eth := func(x XDPCaps, mtu int, txmeta bool) *Info {
+		return &Info{Name: "d", Ether: true, MTU: mtu, XDP: x, TxMetadata: txmeta}
+	}
 	for _, tc := range []struct {
-		name     string
-		in       *Info
-		p        Prefs
-		mode     afxdp.Mode
-		zeroCopy bool
-		mb       bool
-		pathMTU  int
+		name       string
+		in         *Info
+		p          Prefs
+		mode       afxdp.Mode
+		zeroCopy   bool
+		mb, mbUse  bool
+		csum, csUs bool
+		pathMTU    int
 	}{
-		{"zero-copy driver", eth(zc, 1500), Prefs{}, afxdp.ModeDriver, true, false, 1024},
-		{"zero-copy refused by override", eth(zc, 1500), Prefs{ZeroCopy: Off}, afxdp.ModeDriver, false, true, 1024},
-		{"generic forced: no zero-copy", eth(zc, 1500), Prefs{Mode: afxdp.ModeGeneric}, afxdp.ModeGeneric, false, true, 1024},
-		{"veth: copy, driver", eth(veth, 1500), Prefs{}, afxdp.ModeDriver, false, true, 1024},
-		{"veth jumbo: path MTU capped by the frame", eth(veth, 9000), Prefs{}, afxdp.ModeDriver, false, true, 2048},
-		{"veth zero-copy forced", eth(veth, 1500), Prefs{ZeroCopy: On}, afxdp.ModeDriver, true, false, 1024},
-		{"no redirect: generic", eth(XDPCaps{Source: "netdev-genl", Features: XDPBasic, KernelSG: true}, 1500), Prefs{}, afxdp.ModeGeneric, false, true, 1024},
-		{"unknown: auto", eth(XDPCaps{Source: "unknown"}, 1500), Prefs{}, afxdp.ModeAuto, false, false, 1024},
-		{"small MTU", eth(veth, 600), Prefs{}, afxdp.ModeDriver, false, true, 256},
+		{"zero-copy driver: one segment, no checksum metadata", eth(zc, 1500, true), Prefs{}, afxdp.ModeDriver, true, false, false, false, false, 1024},
+		{"zero-copy driver with segments and checksums", eth(zcsg, 9000, true), Prefs{}, afxdp.ModeDriver, true, true, true, true, true, 4096},
+		{"zero-copy refused by override: copy mode", eth(zc, 1500, true), Prefs{ZeroCopy: Off}, afxdp.ModeDriver, false, true, true, true, true, 1024},
+		{"generic forced: no zero-copy", eth(zc, 1500, true), Prefs{Mode: afxdp.ModeGeneric}, afxdp.ModeGeneric, false, true, true, true, true, 1024},
+		{"veth: copy, driver", eth(veth, 1500, true), Prefs{}, afxdp.ModeDriver, false, true, true, true, true, 1024},
+		{"veth, kernel before 6.11: no checksum metadata", eth(veth, 1500, false), Prefs{}, afxdp.ModeDriver, false, true, true, false, false, 1024},
+		{"veth, overrides off", eth(veth, 1500, true), Prefs{MultiBuffer: Off, TxChecksum: Off}, afxdp.ModeDriver, false, true, false, true, false, 1024},
+		{"veth jumbo: path MTU 4096 in multi-buffer frames", eth(veth, 9000, true), Prefs{}, afxdp.ModeDriver, false, true, true, true, true, 4096},
+		{"veth jumbo, single buffer: capped by the receive buffer", eth(veth, 9000, true), Prefs{MultiBuffer: Off}, afxdp.ModeDriver, false, true, false, true, true, 2048},
+		{"veth zero-copy forced", eth(veth, 1500, true), Prefs{ZeroCopy: On}, afxdp.ModeDriver, true, false, false, false, false, 1024},
+		{"no redirect: generic", eth(XDPCaps{Source: "netdev-genl", Features: XDPBasic, KernelSG: true}, 1500, true), Prefs{}, afxdp.ModeGeneric, false, true, true, true, true, 1024},
+		{"unknown: auto, tried at bind", eth(XDPCaps{Source: "unknown"}, 1500, false), Prefs{}, afxdp.ModeAuto, false, false, true, false, false, 1024},
+		{"small MTU", eth(veth, 600, true), Prefs{}, afxdp.ModeDriver, false, true, true, true, true, 256},
 	} {
 		c := Choose(tc.in, tc.p)
-		if c.Mode != tc.mode || c.ZeroCopy != tc.zeroCopy || c.MultiBufferSupported != tc.mb || c.MaxPathMTU != tc.pathMTU || c.MultiBufferUse {
+		if c.Mode != tc.mode || c.ZeroCopy != tc.zeroCopy || c.MultiBufferSupported != tc.mb || c.MultiBufferUse != tc.mbUse ||
+			c.TxChecksumSupported != tc.csum || c.TxChecksumUse != tc.csUs || c.MaxPathMTU != tc.pathMTU {
 			t.Errorf("%s: %+v", tc.name, c)
 		}
-		if o := c.Options("d"); o.Mode != c.Mode || o.ZeroCopy != c.ZeroCopy || o.Interface != "d" {
+		o := c.Options("d")
+		if o.Mode != c.Mode || o.ZeroCopy != c.ZeroCopy || o.Interface != "d" || o.SingleBuffer == c.MultiBufferUse ||
+			o.NoTxChecksum == c.TxChecksumUse || o.DriverTxChecksum != (tc.in.XDP.XSK&XSKTxChecksum != 0) {
 			t.Errorf("%s: options %+v", tc.name, o)
+		}
+	}
+}
+
+func TestReleaseAtLeast(t *testing.T) {
+	for rel, want := range map[string]bool{"6.18.44-fc-v657": true, "6.11.0": true, "6.10.14-arch1": false, "5.15.0-91-generic": false,
+		"7.0": true, "": false, "garbage": false} {
+		if got := releaseAtLeast(rel, 6, 11); got != want {
+			t.Errorf("%q: %v", rel, got)
 		}
 	}
 }
@@ -114,6 +135,7 @@ func TestChoose(t *testing.T) {
 // recorded virtio_net answer (testdata/render-zc.txt; -update rewrites it).
 func TestRenderGolden(t *testing.T) {
 	in := &Info{Name: "eth0", Index: 4, Driver: "virtio_net", MTU: 1500, MAC: "02:fc:00:00:00:01", Ether: true, OperUp: true,
+		Kernel: "6.18.0", TxMetadata: true,
 		RxQueues: 2, TxQueues: 2, Combined: 2, RxChannels: 0, TxChannels: 0, XDP: recorded(t, "virtio-zc.genl"),
 		Features: map[string]Feature{
 			"rx-checksum":             {Available: true, Active: true, Fixed: true},

@@ -14,7 +14,7 @@ var offloads = []struct{ name, use string }{
 	{"rx-checksum", "kernel TCP/UDP receive (iWARP on kernel TCP, RoCEv2 UDP link)"},
 	{"tx-checksum-ipv4", "kernel TCP/UDP send"},
 	{"tx-checksum-ipv6", "kernel TCP/UDP send"},
-	{"tx-checksum-ip-generic", "kernel TCP/UDP send; on veth a kernel sender leaves checksums partial for an AF_XDP peer"},
+	{"tx-checksum-ip-generic", "kernel TCP/UDP send; AF_XDP TX checksum metadata in copy mode (CHECKSUM_PARTIAL skbs)"},
 	{"tx-tcp-segmentation", "kernel TCP (TSO) for iWARP on kernel TCP"},
 	{"tx-tcp6-segmentation", "kernel TCP (TSO) for iWARP on kernel TCP"},
 	{"tx-generic-segmentation", "kernel GSO (TCP, UDP GSO)"},
@@ -44,6 +44,7 @@ func Render(w io.Writer, in *Info, c Choice) error {
 	}
 	p("netdev %s (index %d): driver %s, mtu %d, mac %s, ethernet %s, up %s\n",
 		in.Name, in.Index, drv, in.MTU, orDash(in.MAC), yesNo(in.Ether), yesNo(in.OperUp))
+	p("kernel %s\n", orDash(in.Kernel))
 	p("queues: rx %d, tx %d", in.RxQueues, in.TxQueues)
 	if in.Combined >= 0 {
 		p("; ethtool channels: combined %d, rx %d, tx %d", in.Combined, in.RxChannels, in.TxChannels)
@@ -102,10 +103,12 @@ func Render(w io.Writer, in *Info, c Choice) error {
 	for _, y := range c.Why {
 		p("  - %s\n", y)
 	}
-	if in.Driver == "veth" {
-		p("  note: a kernel TCP peer on the other end of a veth must have tx-checksumming off (ethtool -K <peer> tx off):\n" +
-			"        it leaves checksums partial, and the AF_XDP side sees them unfinished\n")
+	if in.Driver == "veth" || in.Driver == "tun" {
+		p("  note: a local sender behind a %s leaves TCP checksums partial (its tx-checksumming); the AF_XDP\n"+
+			"        TCP completes them (link/netstack Stats.PartialChecksums), and a capture shows them partial\n", in.Driver)
 	}
+	p("\noverrides (softrnic link show flags; netdev.Prefs): --mode auto|driver|generic,\n" +
+		"  --zero-copy, --multi-buffer, --tx-checksum auto|on|off\n")
 	if len(in.Errors) > 0 {
 		p("\nnot read:\n")
 		errs := append([]string(nil), in.Errors...)

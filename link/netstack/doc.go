@@ -20,16 +20,31 @@
 //     connections share one reservation; it is released (steering removed,
 //     kernel socket closed) when the last of them has closed and the TIME_WAIT
 //     interval (Config.TimeWait) has passed.
+//
 //   - Neighbours. The gVisor NIC is a layer-3 endpoint (no ARP or NDP of its
 //     own: ARP and ND pass to the kernel). Outgoing packets take their
 //     destination MAC from the port's neighbour cache, which follows the
 //     kernel's neighbour and routing tables (netlink); packets for a peer
 //     being resolved wait in the port's bounded queue.
-//   - Checksums are computed and verified by gVisor in software (the AF_XDP
-//     path has no checksum offload here). A kernel peer on the same host
-//     over veth leaves TCP checksums partial (CHECKSUM_PARTIAL) when its
-//     veth has tx-checksumming on; such segments fail verification, so
-//     turn it off on that veth (link/netdev reports it).
+//
+//   - Checksums. The link endpoint verifies the IPv4 header and TCP checksums of
+//     received packets in one pass (gVisor then skips its own) and completes a TCP
+//     checksum left partial by a sender on the same host (a kernel TCP peer over veth
+//     or tap with transmit checksum offload fills in only the pseudo-header sum, which
+//     an AF_XDP socket receives as it is); such segments are counted
+//     (Stats.PartialChecksums). gVisor computes the checksums of sent segments.
+//
+//   - Segmentation. The link endpoint offers gVisor "host" GSO: the TCP hands
+//     it packets of up to 64 KiB, which it cuts into MSS-sized frames straight
+//     into the UMEM (software TSO), so the TCP state machine runs once per 64
+//     KiB rather than per segment. Received packets longer than a UMEM frame
+//     (jumbo frames; GSO packets of a local sender in generic XDP mode) arrive
+//     whole through the port's multi-buffer reception.
+//
+//   - Connections. Conns are the stack's own net.Conn over gVisor's endpoint,
+//     with vectored reads and writes (mpa.VectoredReader/VectoredWriter) and
+//     the kernel connection's options rnic/iwarp uses (half close, linger,
+//     keepalive, user timeout, MSS); errors carry the kernel's errno.
 //
 // Each received segment is copied once from the UMEM into a gVisor
 // buffer; each sent segment once from gVisor's buffers into a UMEM frame.
@@ -60,6 +75,10 @@ type Stats struct {
 	// TxNoNeighbour counts packets dropped because their next hop could
 	// not be resolved; TxTooLong those longer than the port's MTU.
 	TxNoNeighbour, TxTooLong uint64
+	// PartialChecksums counts received segments whose TCP checksum was left
+	// partial by a sender on the same host and completed here (see the
+	// package comment).
+	PartialChecksums uint64
 	// Reservations is the number of ports currently held.
 	Reservations int
 	// From gVisor's TCP: segments sent and received, retransmitted

@@ -14,7 +14,6 @@ import (
 	"github.com/softrnic/softrnic/link/afxdp"
 	"golang.org/x/sys/unix"
 	"gvisor.dev/gvisor/pkg/tcpip"
-	"gvisor.dev/gvisor/pkg/tcpip/adapters/gonet"
 	"gvisor.dev/gvisor/pkg/tcpip/header"
 	"gvisor.dev/gvisor/pkg/tcpip/link/qdisc/fifo"
 	"gvisor.dev/gvisor/pkg/tcpip/network/ipv4"
@@ -286,39 +285,39 @@ func (st *Stack) DialContext(ctx context.Context, network, address string) (net.
 	if err != nil {
 		return nil, err
 	}
-	c := &conn{st: st, r: r}
 	opErr := func(e error) error {
 		return &net.OpError{Op: "dial", Net: "tcp", Source: net.TCPAddrFromAddrPort(netip.AddrPortFrom(st.local, r.port)),
 			Addr: net.TCPAddrFromAddrPort(ap), Err: e}
 	}
-	ep, e := st.s.NewEndpoint(tcp.ProtocolNumber, st.proto, &c.wq)
+	var wq waiter.Queue
+	ep, e := st.s.NewEndpoint(tcp.ProtocolNumber, st.proto, &wq)
 	if e != nil {
 		st.drop(r)
 		return nil, opErr(tcpipErr(e))
 	}
-	c.ep = ep
-	c.watch() // from here on the reservation goes when the endpoint has closed
+	fail := func(err error) (net.Conn, error) {
+		ep.Close() // a connection that never was: nothing lingers
+		st.drop(r)
+		return nil, opErr(err)
+	}
 	entry, ready := waiter.NewChannelEntry(waiter.WritableEvents)
-	c.wq.EventRegister(&entry)
-	defer c.wq.EventUnregister(&entry)
+	wq.EventRegister(&entry)
+	defer wq.EventUnregister(&entry)
 	if e = ep.Bind(st.fullAddr(netip.AddrPortFrom(st.local, r.port))); e == nil {
 		e = ep.Connect(st.fullAddr(ap))
 	}
 	if _, ok := e.(*tcpip.ErrConnectStarted); ok {
 		select {
 		case <-ctx.Done():
-			ep.Close()
-			return nil, opErr(ctx.Err())
+			return fail(ctx.Err())
 		case <-ready:
 		}
 		e = ep.LastError()
 	}
 	if e != nil {
-		ep.Close()
-		return nil, opErr(tcpipErr(e))
+		return fail(tcpipErr(e))
 	}
-	c.TCPConn = gonet.NewTCPConn(&c.wq, ep)
-	return c, nil
+	return newConn(st, r, ep, &wq), nil
 }
 
 // tcpipErr maps gVisor's errors to the errno a kernel socket returns, so
@@ -340,6 +339,12 @@ func tcpipErr(e tcpip.Error) error {
 		no = unix.ENETUNREACH
 	case *tcpip.ErrPortInUse, *tcpip.ErrDuplicateAddress:
 		no = unix.EADDRINUSE
+	case *tcpip.ErrClosedForSend:
+		no = unix.EPIPE
+	case *tcpip.ErrNotConnected:
+		no = unix.ENOTCONN
+	case *tcpip.ErrInvalidOptionValue, *tcpip.ErrInvalidEndpointState:
+		no = unix.EINVAL
 	default:
 		return errors.New(e.String())
 	}
@@ -353,7 +358,7 @@ func (st *Stack) Stats() Stats {
 	n := len(st.reserved)
 	st.mu.Unlock()
 	return Stats{
-		TxNoNeighbour: st.ep.noNeigh.Load(), TxTooLong: st.ep.tooLong.Load(), Reservations: n,
+		TxNoNeighbour: st.ep.noNeigh.Load(), TxTooLong: st.ep.tooLong.Load(), PartialChecksums: st.ep.partial.Load(), Reservations: n,
 		SegmentsSent: ts.SegmentsSent.Value(), SegmentsReceived: ts.ValidSegmentsReceived.Value(),
 		Retransmits: ts.Retransmits.Value(), ChecksumErrors: ts.ChecksumErrors.Value(), ResetsSent: ts.ResetsSent.Value(),
 	}
@@ -398,7 +403,6 @@ func (l *listener) Accept() (net.Conn, error) {
 	l.wq.EventRegister(&entry)
 	defer l.wq.EventUnregister(&entry)
 	for {
-		c := &conn{st: l.st, r: l.r}
 		ep, wq, e := l.ep.Accept(nil)
 		if _, ok := e.(*tcpip.ErrWouldBlock); ok {
 			select {
@@ -412,11 +416,7 @@ func (l *listener) Accept() (net.Conn, error) {
 			return nil, &net.OpError{Op: "accept", Net: "tcp", Addr: l.Addr(), Err: tcpipErr(e)}
 		}
 		l.st.hold(l.r)
-		c.ep = ep
-		c.wqp = wq
-		c.watch()
-		c.TCPConn = gonet.NewTCPConn(wq, ep)
-		return c, nil
+		return newConn(l.st, l.r, ep, wq), nil
 	}
 }
 
@@ -435,40 +435,4 @@ func (l *listener) Close() error {
 // Addr implements net.Listener.
 func (l *listener) Addr() net.Addr {
 	return net.TCPAddrFromAddrPort(netip.AddrPortFrom(l.st.local, l.r.port))
-}
-
-// conn is a gonet connection holding a reference to its port's
-// reservation until gVisor has closed its endpoint (after FIN-WAIT,
-// TIME-WAIT or a reset): until then segments for it must keep arriving.
-type conn struct {
-	*gonet.TCPConn
-	st    *Stack
-	r     *reservation
-	ep    tcpip.Endpoint
-	wq    waiter.Queue  // dialled connections' queue
-	wqp   *waiter.Queue // the queue in use (accepted: gVisor's)
-	entry waiter.Entry
-	once  sync.Once
-}
-
-// watch releases the reservation reference once the endpoint is closed: on
-// the EventHUp gVisor signals when an endpoint reaches CLOSE or ERROR.
-func (c *conn) watch() {
-	if c.wqp == nil {
-		c.wqp = &c.wq
-	}
-	check := func(waiter.EventMask) {
-		switch tcp.EndpointState(c.ep.State()) {
-		case tcp.StateClose, tcp.StateError:
-			c.once.Do(func() {
-				go func() { // not under gVisor's notification lock
-					c.wqp.EventUnregister(&c.entry)
-					c.st.drop(c.r)
-				}()
-			})
-		}
-	}
-	c.entry = waiter.NewFunctionEntry(waiter.EventHUp|waiter.EventErr, check)
-	c.wqp.EventRegister(&c.entry)
-	check(0)
 }

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"sync"
 
+	"github.com/softrnic/softrnic/capture"
 	"github.com/softrnic/softrnic/rnic"
 	"github.com/softrnic/softrnic/rnic/iwarp"
 	"github.com/softrnic/softrnic/rnic/rocev2"
@@ -36,6 +37,25 @@ type Options struct {
 	// Link, when set, carries RoCEv2 instead of a UDP socket of its own (an AF_XDP link,
 	// an in-memory test link, a steered socket); the Transport closes it on Close.
 	Link rocev2.Link
+	// TCP, when set, carries iWARP instead of the kernel's TCP: listeners and dialed
+	// connections come from it, and the transport's address must be one it serves.
+	// link/netstack's *Stack is one: a user-space TCP on an AF_XDP port, which the RoCEv2
+	// AF_XDP link of rnic/rocev2/xdp can share (one XDP program, one UMEM; see Open).
+	// The Transport does not close it.
+	TCP TCPStack
+	// Capture, when set, records what the transport sends and receives (package
+	// capture): each iWARP connection as its reconstructed MPA stream, each RoCEv2
+	// datagram of the link. Recording drops rather than slows the datapath; the caller
+	// closes the Writer after the Transport. (Frames of an AF_XDP port are recorded as
+	// they are by giving the Writer to the port as its afxdp.Options.Tap instead.)
+	Capture *capture.Writer
+}
+
+// TCPStack is a TCP implementation other than the kernel's: Listen has net.Listen's
+// signature and DialContext net.Dialer's (IP literals, no name resolution needed).
+type TCPStack interface {
+	Listen(network, address string) (net.Listener, error)
+	DialContext(ctx context.Context, network, address string) (net.Conn, error)
 }
 
 // Transport is an rnic.Device attached to one network at one local address: the object
@@ -46,9 +66,11 @@ type Transport struct {
 	dev     *rnic.Device
 	local   netip.Addr
 
-	iw *iwarp.Config    // iwarp
-	ep *rocev2.Endpoint // rocev2
-	cc *rocev2.CMConfig // rocev2
+	iw      *iwarp.Config    // iwarp
+	tcp     TCPStack         // iwarp: nil for the kernel's
+	capture *capture.Writer  // iwarp: wraps the listeners and dialed connections
+	ep      *rocev2.Endpoint // rocev2
+	cc      *rocev2.CMConfig // rocev2
 
 	mu        sync.Mutex
 	closed    bool
@@ -81,6 +103,12 @@ func Open(dev *rnic.Device, network, addr string, o *Options) (*Transport, error
 		if t.iw == nil {
 			t.iw = iwarp.DefaultConfig()
 		}
+		t.tcp, t.capture = opt.TCP, opt.Capture
+		if t.tcp != nil || t.capture != nil {
+			c := *t.iw
+			c.Dial = t.dialTCP
+			t.iw = &c
+		}
 		return t, nil
 	case RoCEv2:
 		link := opt.Link
@@ -96,6 +124,9 @@ func Open(dev *rnic.Device, network, addr string, o *Options) (*Transport, error
 			link = l
 		}
 		t.local = link.LocalAddr().Addr()
+		if opt.Capture != nil {
+			link = capture.WrapLink(link, opt.Capture)
+		}
 		t.ep = rocev2.NewEndpoint(dev, link, opt.RoCE)
 		t.cc = opt.CM
 		return t, nil

@@ -35,19 +35,25 @@ type node struct {
 // network (net), one link per IP, so tests need no UDP port of the machine.
 func newNode(t *testing.T, network string, mem *rocev2.MemNet, ip string) *node {
 	t.Helper()
-	dev, err := rnic.Open(rnic.Config{LocalAddr: ip})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { dev.Close() })
-	var o *Options
+	var o Options
 	if network == RoCEv2 {
 		link, err := mem.NewLink(netip.AddrPortFrom(netip.MustParseAddr(ip), 4791), rocev2.Faults{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		o = &Options{Link: link}
+		o.Link = link
 	}
+	return newNodeWith(t, network, ip, &o)
+}
+
+// newNodeWith opens a device and a transport with options o.
+func newNodeWith(t *testing.T, network, ip string, o *Options) *node {
+	t.Helper()
+	dev, err := rnic.Open(rnic.Config{LocalAddr: ip})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { dev.Close() })
 	tr, err := Open(dev, network, ip, o)
 	if err != nil {
 		t.Fatal(err)

@@ -3,8 +3,15 @@
 // rdma_cm. A [Transport] attaches an rnic.Device to one network at a local address:
 //
 //	network   transport                                        connection management
-//	"iwarp"   RDMAP/DDP/MPA over kernel TCP (rnic/iwarp)        MPA Request/Reply (RFC 5044 §7.1, RFC 6581)
+//	"iwarp"   RDMAP/DDP/MPA over TCP (rnic/iwarp)               MPA Request/Reply (RFC 5044 §7.1, RFC 6581)
 //	"rocev2"  IB RC/UC over UDP 4791 (rnic/rocev2)              IB CM REQ/REP/RTU as RDMA-CM uses it (IBTA Vol.1 ch. 12)
+//
+// The packets go through the kernel by default (TCP sockets, a UDP socket). Options
+// choose otherwise: Options.TCP carries iWARP over another TCP (link/netstack's
+// user-space TCP on an AF_XDP port), Options.Link carries RoCEv2 over another packet
+// link (rnic/rocev2/xdp on the same AF_XDP port: one XDP program and one UMEM serve
+// both; see the example), and Options.Capture records either network's traffic to a
+// pcapng file (package capture).
 //
 // [Open] creates a Transport; [Transport.Listen] returns a [Listener] whose Accept yields
 // [ConnRequest]s to [ConnRequest.Accept] or [ConnRequest.Reject]; [Transport.Dial]

@@ -4,10 +4,15 @@ import (
 	"context"
 	"fmt"
 	"log"
+	"net/netip"
 	"time"
 
+	"github.com/softrnic/softrnic/link/afxdp"
+	"github.com/softrnic/softrnic/link/netdev"
+	"github.com/softrnic/softrnic/link/netstack"
 	"github.com/softrnic/softrnic/rnic"
 	"github.com/softrnic/softrnic/rnic/cm"
+	"github.com/softrnic/softrnic/rnic/rocev2/xdp"
 )
 
 // A server advertises a region in its accept private data; the client connects and writes
@@ -67,4 +72,45 @@ func Example() {
 	<-sqp.Done()
 	fmt.Println(wc[0].Status, string(region[:5]))
 	// Output: Success hello
+}
+
+// One AF_XDP port on eth0 carries both networks: the RoCEv2 link and the user-space TCP
+// stack for iWARP share its XDP program and UMEM; everything else on eth0 (ARP, ssh …)
+// still goes to the kernel. Needs root (CAP_NET_ADMIN, CAP_NET_RAW, CAP_BPF).
+func Example_afxdp() {
+	addr := netip.MustParseAddr("192.0.2.10") // one of eth0's addresses
+	in, err := netdev.Inspect("eth0")
+	if err != nil {
+		log.Fatal(err)
+	}
+	po := netdev.Choose(in, netdev.Prefs{}).Options("eth0") // zero-copy, mode … as eth0 allows
+	po.Addr = addr
+	port, err := afxdp.Open(po)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer port.Close()
+	stack, err := netstack.New(port, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer stack.Close()
+	link, err := xdp.New(xdp.Options{Port: port, Addr: netip.AddrPortFrom(addr, 4791)})
+	if err != nil {
+		log.Fatal(err)
+	}
+
+	dev, _ := rnic.Open(rnic.Config{LocalAddr: addr.String()})
+	defer dev.Close()
+	iw, err := cm.Open(dev, "iwarp", addr.String(), &cm.Options{TCP: stack})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer iw.Close()
+	roce, err := cm.Open(dev, "rocev2", "", &cm.Options{Link: link}) // closes the link
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer roce.Close()
+	// iw.Listen, iw.Dial, roce.Listen, roce.Dial as over the kernel
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 
+	"github.com/softrnic/softrnic/capture"
 	"github.com/softrnic/softrnic/rnic"
 	"github.com/softrnic/softrnic/rnic/iwarp"
 )
@@ -11,11 +12,52 @@ import (
 // iWARP: the service port is the TCP port; connection requests are MPA Request frames.
 
 func listenIWARP(t *Transport, addr string) (listenerImpl, error) {
-	l, err := iwarp.Listen(t.dev, addr, t.iw)
+	if t.tcp == nil && t.capture == nil {
+		l, err := iwarp.Listen(t.dev, addr, t.iw)
+		if err != nil {
+			return nil, err
+		}
+		return iwListener{l}, nil
+	}
+	var ln net.Listener
+	var err error
+	if t.tcp != nil {
+		ln, err = t.tcp.Listen("tcp", addr)
+	} else {
+		lc := net.ListenConfig{KeepAlive: -1} // as iwarp.Listen: keepalive is set per connection
+		ln, err = lc.Listen(context.Background(), "tcp", addr)
+	}
 	if err != nil {
 		return nil, err
 	}
-	return iwListener{l}, nil
+	if t.capture != nil {
+		ln = capture.WrapListener(ln, t.capture)
+	}
+	return iwListener{iwarp.Serve(t.dev, ln, t.iw)}, nil
+}
+
+// dialTCP is the iwarp.Config.Dial of a transport with a TCP stack or a capture: the
+// stack's connection, or the kernel's from the device's address as iwarp dials, wrapped
+// for the capture.
+func (t *Transport) dialTCP(ctx context.Context, network, address string) (net.Conn, error) {
+	var c net.Conn
+	var err error
+	if t.tcp != nil {
+		c, err = t.tcp.DialContext(ctx, network, address)
+	} else {
+		d := net.Dialer{KeepAlive: -1} // iwarp sets keepalive per connection
+		if ip := deviceIP(t.dev); ip != "" {
+			d.LocalAddr = &net.TCPAddr{IP: net.ParseIP(ip)}
+		}
+		c, err = d.DialContext(ctx, network, address)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if t.capture != nil {
+		c = capture.WrapConn(c, t.capture)
+	}
+	return c, nil
 }
 
 func dialIWARP(ctx context.Context, t *Transport, qp *rnic.QP, addr string, p Param) (connImpl, error) {

@@ -74,20 +74,32 @@
 // # Other TCP stacks
 //
 // Any net.Conn carries iWARP ([Config.Dial] for Dial, [Serve] for a net.Listener); a
-// *net.TCPConn (the kernel's TCP) gets the fast paths and socket options, any other
-// net.Conn degrades as follows:
+// *net.TCPConn (the kernel's TCP) gets the fast paths and socket options. Any other
+// net.Conn gets each option it offers as a method — net.TCPConn's own (CloseWrite,
+// SetLinger, SetNoDelay, SetKeepAliveConfig, SyscallConn), and MSS() int and
+// SetUserTimeout(time.Duration) error — and degrades as follows without it (a wrapper
+// that cannot forward a method returns an error satisfying errors.ErrUnsupported):
 //
 //	feature              *net.TCPConn                              other net.Conn
-//	payload placement    readv(2) into registered memory, with the plain Read (one call per
-//	                     next FPDU's header in the same call       piece), or ReadVectored if
-//	                                                               it implements
-//	                                                               mpa.VectoredReader
-//	half-close           CloseWrite (FIN)                          CloseWrite if it has one,
-//	                                                               else a full Close
-//	abortive close       SetLinger(0): RST                         Close
-//	MULPDU default       from TCP_MAXSEG; 64 KiB on loopback       from a 1460-byte MSS
-//	dead-peer detection  keepalive, TCP_USER_TIMEOUT               whatever the conn does
-//	                     (Config.KeepAlive, Config.UserTimeout)
+//	payload placement    readv(2) into registered memory, with the ReadVectored if it
+//	                     next FPDU's header in the same call       implements
+//	                                                               mpa.VectoredReader, else
+//	                                                               the plain Read (one call
+//	                                                               per piece)
+//	sending              writev(2), one per batch of FPDUs         WriteVectored if it
+//	                                                               implements
+//	                                                               mpa.VectoredWriter, else
+//	                                                               one Write per piece
+//	half-close           CloseWrite (FIN)                          CloseWrite, else a full
+//	                                                               Close
+//	abortive close       SetLinger(0): RST                         SetLinger(0), else Close
+//	MULPDU default       from TCP_MAXSEG; 64 KiB on loopback       MSS(), else TCP_MAXSEG
+//	                                                               through SyscallConn, else
+//	                                                               a 1460-byte MSS
+//	dead-peer detection  keepalive, TCP_USER_TIMEOUT               SetKeepAliveConfig,
+//	                     (Config.KeepAlive, Config.UserTimeout)    SetUserTimeout (or
+//	                                                               SyscallConn), else
+//	                                                               whatever the conn does
 //	local address        the device's LocalAddr / Interface        whatever Config.Dial binds
 //
 // # Limits and timeouts

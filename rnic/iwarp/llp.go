@@ -4,6 +4,7 @@ package iwarp
 // what any other net.Conn does instead (the package documentation, "Other TCP stacks").
 
 import (
+	"errors"
 	"io"
 	"net"
 	"syscall"
@@ -50,20 +51,37 @@ func (v *vecConn) ReadVectored(bufs [][]byte) (int, error) { return v.rv.readv(v
 
 var _ mpa.VectoredReader = (*vecConn)(nil)
 
+// The optional methods of an LLP connection: *net.TCPConn has the first four; another
+// net.Conn (a user-space TCP stack's, or a wrapper such as package capture's) gets the
+// same treatment by having them. A wrapper that cannot forward one returns an error
+// satisfying errors.Is(err, errors.ErrUnsupported).
+type (
+	halfCloser interface{ CloseWrite() error }
+	lingerer   interface{ SetLinger(sec int) error }
+	noDelayer  interface{ SetNoDelay(noDelay bool) error }
+	keepAliver interface {
+		SetKeepAliveConfig(c net.KeepAliveConfig) error
+	}
+	userTimeouter interface{ SetUserTimeout(d time.Duration) error } // TCP_USER_TIMEOUT
+	mssReporter   interface{ MSS() int }                             // TCP_MAXSEG; ≤ 0: unknown
+	syscallConner interface {
+		SyscallConn() (syscall.RawConn, error)
+	}
+)
+
+// unsupported reports whether err says a wrapper could not forward an optional method.
+func unsupported(err error) bool { return errors.Is(err, errors.ErrUnsupported) }
+
 // closeWrite half-closes nc (TCP FIN) and reports whether it could.
 func closeWrite(nc net.Conn) bool {
-	cw, ok := nc.(interface{ CloseWrite() error })
-	if !ok {
-		return false
-	}
-	_ = cw.CloseWrite()
-	return true
+	cw, ok := nc.(halfCloser)
+	return ok && !unsupported(cw.CloseWrite())
 }
 
 // closeAbortive closes nc; a TCP connection is reset (RST) rather than closed with FIN.
 func closeAbortive(nc net.Conn) {
-	if tc, ok := nc.(*net.TCPConn); ok {
-		_ = tc.SetLinger(0)
+	if l, ok := nc.(lingerer); ok {
+		_ = l.SetLinger(0)
 	}
 	_ = nc.Close()
 }
@@ -78,19 +96,18 @@ func isLoopback(nc net.Conn) bool {
 // the user timeout, so a peer that vanished (host down, link cut) is detected within a
 // bounded time even when the connection is idle or its data is unacknowledged.
 func tuneConn(nc net.Conn, cfg *Config) {
-	tc, ok := nc.(*net.TCPConn)
-	if !ok {
-		return
+	if nd, ok := nc.(noDelayer); ok {
+		_ = nd.SetNoDelay(true)
 	}
-	_ = tc.SetNoDelay(true)
-	if cfg.KeepAlive > 0 {
-		_ = tc.SetKeepAliveConfig(net.KeepAliveConfig{Enable: true, Idle: cfg.KeepAlive,
-			Interval: cfg.KeepAlive, Count: keepAliveProbes})
-	} else {
-		_ = tc.SetKeepAlive(false)
+	if ka, ok := nc.(keepAliver); ok {
+		kc := net.KeepAliveConfig{Enable: false}
+		if cfg.KeepAlive > 0 {
+			kc = net.KeepAliveConfig{Enable: true, Idle: cfg.KeepAlive, Interval: cfg.KeepAlive, Count: keepAliveProbes}
+		}
+		_ = ka.SetKeepAliveConfig(kc)
 	}
 	if cfg.UserTimeout > 0 {
-		setUserTimeout(tc, cfg.UserTimeout)
+		setUserTimeout(nc, cfg.UserTimeout)
 	}
 }
 

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"net"
 	"os"
+	"slices"
+	"strconv"
 	"sync"
 	"syscall"
 	"testing"
@@ -201,5 +203,75 @@ func TestNonTCPConn(t *testing.T) {
 	<-srv.conn.Done()
 	if cli.conn.Err() != nil {
 		t.Fatalf("graceful disconnect over a pipe: %v", cli.conn.Err())
+	}
+}
+
+// optConn is a net.Conn with every optional LLP method, recording the calls; with
+// unsup set each returns errors.ErrUnsupported, as a wrapper that cannot forward does.
+type optConn struct {
+	net.Conn
+	unsup bool
+	calls []string
+}
+
+func (c *optConn) ret(call string) error {
+	c.calls = append(c.calls, call)
+	if c.unsup {
+		return errors.ErrUnsupported
+	}
+	return nil
+}
+func (c *optConn) CloseWrite() error     { return c.ret("CloseWrite") }
+func (c *optConn) SetLinger(s int) error { return c.ret("SetLinger(" + strconv.Itoa(s) + ")") }
+func (c *optConn) SetNoDelay(b bool) error {
+	return c.ret("SetNoDelay(" + strconv.FormatBool(b) + ")")
+}
+func (c *optConn) SetKeepAliveConfig(k net.KeepAliveConfig) error {
+	return c.ret("SetKeepAliveConfig(" + strconv.FormatBool(k.Enable) + "," + k.Idle.String() + ")")
+}
+func (c *optConn) SetUserTimeout(d time.Duration) error {
+	return c.ret("SetUserTimeout(" + d.String() + ")")
+}
+func (c *optConn) MSS() int {
+	c.calls = append(c.calls, "MSS")
+	if c.unsup {
+		return 0
+	}
+	return 8948
+}
+
+// TestOptionalLLPMethods: a net.Conn that is not a *net.TCPConn gets each socket option
+// it offers as a method, and one that reports ErrUnsupported gets the fallbacks.
+func TestOptionalLLPMethods(t *testing.T) {
+	a, b := net.Pipe()
+	defer a.Close()
+	defer b.Close()
+	c := &optConn{Conn: a}
+	cfg := (&Config{KeepAlive: 7 * time.Second, UserTimeout: 9 * time.Second}).norm()
+	tuneConn(c, &cfg)
+	if !closeWrite(c) {
+		t.Error("closeWrite: not reported done")
+	}
+	if got := tcpMSS(c); got != 8948 {
+		t.Errorf("tcpMSS %d", got)
+	}
+	closeAbortive(c)
+	want := []string{"SetNoDelay(true)", "SetKeepAliveConfig(true,7s)", "SetUserTimeout(9s)", "CloseWrite", "MSS", "SetLinger(0)"}
+	if !slices.Equal(c.calls, want) {
+		t.Errorf("calls %q, want %q", c.calls, want)
+	}
+
+	u := &optConn{Conn: b, unsup: true}
+	off := (&Config{KeepAlive: -1}).norm()
+	tuneConn(u, &off)
+	if closeWrite(u) {
+		t.Error("closeWrite reported done on ErrUnsupported")
+	}
+	if got := tcpMSS(u); got != defaultMSS {
+		t.Errorf("tcpMSS %d, want the default %d", got, defaultMSS)
+	}
+	want = []string{"SetNoDelay(true)", "SetKeepAliveConfig(false,0s)", "SetUserTimeout(30s)", "CloseWrite", "MSS"}
+	if !slices.Equal(u.calls, want) {
+		t.Errorf("calls %q, want %q", u.calls, want)
 	}
 }

@@ -6,13 +6,19 @@ import (
 	"time"
 )
 
-// tcpMSS returns the connection's current TCP MSS (the EMSS of RFC 5044 §4.5).
+// tcpMSS returns the connection's current TCP MSS (the EMSS of RFC 5044 §4.5): the
+// connection's MSS method, else TCP_MAXSEG of its socket, else defaultMSS.
 func tcpMSS(nc net.Conn) int {
-	tc, ok := nc.(*net.TCPConn)
+	if m, ok := nc.(mssReporter); ok {
+		if v := m.MSS(); v > 0 {
+			return v
+		}
+	}
+	sc, ok := nc.(syscallConner)
 	if !ok {
 		return defaultMSS
 	}
-	rc, err := tc.SyscallConn()
+	rc, err := sc.SyscallConn()
 	if err != nil {
 		return defaultMSS
 	}
@@ -29,9 +35,17 @@ func tcpMSS(nc net.Conn) int {
 const tcpUserTimeout = 0x12
 
 // setUserTimeout sets TCP_USER_TIMEOUT: data left unacknowledged (or keepalive probes left
-// unanswered) for d aborts the connection with ETIMEDOUT.
-func setUserTimeout(tc *net.TCPConn, d time.Duration) {
-	rc, err := tc.SyscallConn()
+// unanswered) for d aborts the connection with ETIMEDOUT. A connection with a
+// SetUserTimeout method sets it itself.
+func setUserTimeout(nc net.Conn, d time.Duration) {
+	if u, ok := nc.(userTimeouter); ok && !unsupported(u.SetUserTimeout(d)) {
+		return
+	}
+	sc, ok := nc.(syscallConner)
+	if !ok {
+		return
+	}
+	rc, err := sc.SyscallConn()
 	if err != nil {
 		return
 	}

@@ -18,6 +18,7 @@ type rpingLink struct {
 	timeout   string        // softrnic rping --timeout
 	guestCli  time.Duration // how long the guest's rping client may run
 	hostCli   time.Duration // how long softrnic's rping client may run
+	what      string        // appended to the operation in the results table (" over AF_XDP")
 }
 
 // hostRping returns softrnic's command line for rping with l's transport flags and args.
@@ -33,7 +34,7 @@ func testGuestClientSoftrnicServer(t *testing.T, l rpingLink, check func(t *test
 	bin := softrnic(t)
 	for _, size := range rpingSizes {
 		t.Run("S"+strconv.Itoa(size), func(t *testing.T) {
-			record(t, l.peer, fmt.Sprintf("rping -C %d -S %d -V (guest client)", rpingCount, size), "server")
+			record(t, l.peer, fmt.Sprintf("rping -C %d -S %d -V (guest client)%s", rpingCount, size, l.what), "server")
 			p := port()
 			// Like rping, the server's -S must cover the client's size (it reads into its buffer).
 			srv, err := g.StartHost(4*time.Minute, bin, l.hostRping("-s", "-a", l.hostAddr, "-p", strconv.Itoa(p),
@@ -75,7 +76,7 @@ func testSoftrnicClientGuestServer(t *testing.T, l rpingLink, check func(t *test
 	bin := softrnic(t)
 	for _, size := range rpingSizes {
 		t.Run("S"+strconv.Itoa(size), func(t *testing.T) {
-			record(t, l.peer, fmt.Sprintf("rping -C %d -S %d -V (guest server)", rpingCount, size), "client")
+			record(t, l.peer, fmt.Sprintf("rping -C %d -S %d -V (guest server)%s", rpingCount, size, l.what), "client")
 			p := port()
 			// The server's -S must cover the client's size (it reads into its own buffer).
 			srv, err := g.Start(guestRping(fmt.Sprintf("-s -a %s -p %d -S %d -v", l.guestAddr, p, size), "srv", "server ping data: "), 240*time.Second)

@@ -33,6 +33,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/softrnic/softrnic/internal/hostlink"
 	"github.com/softrnic/softrnic/internal/tools/tool"
 	"github.com/softrnic/softrnic/rnic"
 	"github.com/softrnic/softrnic/rnic/cm"
@@ -66,19 +67,23 @@ type Options struct {
 
 	// Listening, if set, is called once the server listens.
 	Listening func(net.Addr)
+
+	Link hostlink.Options // --xdp, --xdp-mode, --pcap (internal/hostlink)
 }
+
+// LinkOptions implements hostlink.Carrier.
+func (o Options) LinkOptions() hostlink.Options { return o.Link }
 
 // DefaultOptions are ucmatose's defaults (a server until Server is set).
 func DefaultOptions() Options {
 	return Options{Port: DefaultPort, Conns: 1, Count: 10, Size: 100, Idle: DefaultIdle}
 }
 
-var opts = []tool.Opt{
+var opts = append([]tool.Opt{
 	{Short: 's', Arg: true}, {Short: 'b', Arg: true}, {Short: 'f', Arg: true}, {Short: 'P', Arg: true},
 	{Short: 'c', Arg: true}, {Short: 'C', Arg: true}, {Short: 'S', Arg: true}, {Short: 't', Arg: true},
 	{Short: 'p', Arg: true}, {Short: 'a', Arg: true}, {Short: 'm'},
-	{Long: "roce"}, {Long: "timeout", Arg: true}, {Long: "idle", Arg: true},
-}
+	{Long: "roce"}, {Long: "timeout", Arg: true}, {Long: "idle", Arg: true}}, tool.LinkOpts...)
 
 // Usage prints the command line's usage text.
 func Usage(w io.Writer) {
@@ -97,7 +102,7 @@ func Usage(w io.Writer) {
 	[--roce]		RoCEv2 (IB CM over UDP 4791, as ucmatose on rxe) instead of iWARP
 	[--timeout d]		give up after the duration d
 	[--idle d]		give up after d without a completion (default 60s)
-`)
+`+hostlink.FlagUsage)
 }
 
 // ParseArgs parses ucmatose's command line.
@@ -111,6 +116,12 @@ func ParseArgs(args []string) (Options, error) {
 		return o, fmt.Errorf("unexpected argument %q", operands[0])
 	}
 	for _, a := range found {
+		if ok, err := tool.SetLink(&o.Link, a); ok { // --xdp, --pcap
+			if err != nil {
+				return o, err
+			}
+			continue
+		}
 		num := func(p *int) error {
 			// atoi: a number, else 0
 			n, err := strconv.ParseInt(a.Value, 0, 64)
@@ -193,12 +204,14 @@ func Main(args []string) int {
 		Usage(os.Stderr)
 		return 2
 	}
-	ctx, stop := tool.SignalContext()
-	defer stop()
-	if err := Run(ctx, o, os.Stdout, os.Stderr); err != nil {
-		return 1
-	}
-	return 0
+	return hostlink.Main("cmatose", o.Link, os.Stderr, func() int { // --xdp, --pcap
+		ctx, stop := tool.SignalContext()
+		defer stop()
+		if err := Run(ctx, o, os.Stdout, os.Stderr); err != nil {
+			return 1
+		}
+		return 0
+	})
 }
 
 // Run runs the server or the client, printing ucmatose's lines to stdout; an error is

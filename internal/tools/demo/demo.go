@@ -14,6 +14,7 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/softrnic/softrnic/internal/hostlink"
 	"github.com/softrnic/softrnic/internal/tools/tool"
 	"github.com/softrnic/softrnic/rnic"
 	"github.com/softrnic/softrnic/rnic/iwarp"
@@ -24,9 +25,13 @@ const Summary = "in-process iWARP demo over loopback TCP: SEND, RDMA WRITE and R
 
 // Options are the demo's settings.
 type Options struct {
-	Size int  // bytes to WRITE and READ (0: DefaultSize)
-	CRC  bool // use MPA CRC32c
+	Size int              // bytes to WRITE and READ (0: DefaultSize)
+	CRC  bool             // use MPA CRC32c
+	Link hostlink.Options // --pcap (internal/hostlink; --xdp needs an Ethernet netdev, not loopback)
 }
+
+// LinkOptions implements hostlink.Carrier.
+func (o Options) LinkOptions() hostlink.Options { return o.Link }
 
 // DefaultSize is the size of the demo's region.
 const DefaultSize = 8 << 20
@@ -40,6 +45,7 @@ func ParseArgs(args []string) (Options, error) {
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
 	fs.IntVar(&o.Size, "size", o.Size, "bytes to WRITE and READ")
 	fs.BoolVar(&o.CRC, "crc", o.CRC, "use MPA CRC32c")
+	o.Link.Flag(fs)
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -117,7 +123,7 @@ func Run(ctx context.Context, o Options, stdout, _ io.Writer) error {
 
 	cfg := iwarp.DefaultConfig()
 	cfg.MPA.CRC = crc
-	ln, err := iwarp.Listen(srv.dev, "127.0.0.1:0", cfg)
+	ln, err := hostlink.Process().IWARPListen(srv.dev, "127.0.0.1:0", cfg) // --pcap
 	if err != nil {
 		return err
 	}
@@ -155,7 +161,11 @@ func Run(ctx context.Context, o Options, stdout, _ io.Writer) error {
 	}()
 
 	t0 := time.Now()
-	conn, err := iwarp.Dial(ctx, cli.qp, ln.Addr().String(), cfg, iwarp.ConnParam{PrivateData: []byte("hello softrnic"), IRD: 16, ORD: 16})
+	dcfg, err := hostlink.Process().IWARPConfig(cli.dev, cfg) // --pcap
+	if err != nil {
+		return err
+	}
+	conn, err := iwarp.Dial(ctx, cli.qp, ln.Addr().String(), dcfg, iwarp.ConnParam{PrivateData: []byte("hello softrnic"), IRD: 16, ORD: 16})
 	if err != nil {
 		return err
 	}

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/softrnic/softrnic/internal/hostlink"
 	"github.com/softrnic/softrnic/internal/tools/tool"
 )
 
@@ -48,10 +49,10 @@ func Usage(w io.Writer) {
 	--crc			request MPA CRC32c (iWARP; siw follows the request)
 	--timeout d		give up after the duration d (e.g. 60s)
 	--idle d		give up after d without a message or data from the peer (default 2m)
-`)
+`+hostlink.FlagUsage)
 }
 
-var opts = []tool.Opt{
+var opts = append([]tool.Opt{
 	{Short: 'p', Long: "port", Arg: true}, {Short: 'd', Long: "ib-dev", Arg: true}, {Short: 'i', Long: "ib-port", Arg: true},
 	{Short: 'm', Long: "mtu", Arg: true}, {Short: 's', Long: "size", Arg: true}, {Short: 'n', Long: "iters", Arg: true},
 	{Short: 't', Long: "tx-depth", Arg: true}, {Short: 'u', Long: "qp-timeout", Arg: true}, {Short: 'S', Long: "sl", Arg: true},
@@ -65,8 +66,7 @@ var opts = []tool.Opt{
 	{Short: 'I', Long: "inline_size", Arg: true}, {Short: 'l', Long: "post_list", Arg: true},
 	{Long: "report_gbits"}, {Long: "retry_count", Arg: true}, {Long: "disable_pcie_relaxed"}, {Long: "dont_xchg_versions"},
 	{Long: "use-srq"}, {Long: "run_infinitely"}, {Long: "ipv6"},
-	{Long: "roce"}, {Long: "bind", Arg: true}, {Long: "crc"}, {Long: "timeout", Arg: true}, {Long: "idle", Arg: true},
-}
+	{Long: "roce"}, {Long: "bind", Arg: true}, {Long: "crc"}, {Long: "timeout", Arg: true}, {Long: "idle", Arg: true}}, tool.LinkOpts...)
 
 // errHelp and errVersion ask Main to print the usage or the version (-h, -V).
 var (
@@ -110,6 +110,12 @@ func ParseArgs(args []string) (Options, error) {
 		return o, err
 	}
 	for _, a := range found {
+		if ok, err := tool.SetLink(&o.Link, a); ok { // --xdp, --pcap
+			if err != nil {
+				return o, err
+			}
+			continue
+		}
 		if err := o.set(a); err != nil {
 			return o, err
 		}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/softrnic/softrnic/internal/hostlink"
 	"github.com/softrnic/softrnic/internal/tools/tool"
 )
 
@@ -129,7 +130,12 @@ type Options struct {
 	gotReport  func(bwReport)      // tests: each bandwidth report printed
 	gotLat     func(latReport)     // tests: each latency report printed
 	testCredit func(uint32) uint32 // tests: rewrite the credit the server sends
+
+	Link hostlink.Options // --xdp, --xdp-mode, --pcap (internal/hostlink)
 }
+
+// LinkOptions implements hostlink.Carrier.
+func (o Options) LinkOptions() hostlink.Options { return o.Link }
 
 // Defaults are the command line's defaults for the test of verb v (a bandwidth test, or
 // a latency test with lat), as a server until Peer is set.

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/softrnic/softrnic/internal/hostlink"
 	"github.com/softrnic/softrnic/internal/tools/tool"
 	"github.com/softrnic/softrnic/roce"
 )
@@ -80,7 +81,12 @@ type Options struct {
 
 	// Listening, if set, is called once the server listens for the exchange.
 	Listening func(net.Addr)
+
+	Link hostlink.Options // --xdp, --xdp-mode, --pcap (internal/hostlink)
 }
+
+// LinkOptions implements hostlink.Carrier.
+func (o Options) LinkOptions() hostlink.Options { return o.Link }
 
 // DefaultOptions are the examples' defaults for mode m.
 func DefaultOptions(m Mode) Options {
@@ -92,7 +98,7 @@ func DefaultOptions(m Mode) Options {
 	return o
 }
 
-var opts = []tool.Opt{
+var opts = append([]tool.Opt{
 	{Short: 'p', Long: "port", Arg: true}, {Short: 'd', Long: "ib-dev", Arg: true}, {Short: 'i', Long: "ib-port", Arg: true},
 	{Short: 's', Long: "size", Arg: true}, {Short: 'm', Long: "mtu", Arg: true}, {Short: 'r', Long: "rx-depth", Arg: true},
 	{Short: 'n', Long: "iters", Arg: true}, {Short: 'l', Long: "sl", Arg: true}, {Short: 'e', Long: "events"},
@@ -100,8 +106,7 @@ var opts = []tool.Opt{
 	{Short: 'o', Long: "odp"}, {Short: 'O', Long: "iodp"}, {Short: 'P', Long: "prefetch"},
 	{Short: 'a', Arg: true}, {Short: 'u', Arg: true},
 	{Long: "uc"}, {Long: "ud"}, {Long: "srq"}, {Long: "timeout", Arg: true}, {Long: "idle", Arg: true},
-	{Short: 'h', Long: "help"},
-}
+	{Short: 'h', Long: "help"}}, tool.LinkOpts...)
 
 // Usage prints the command line's usage text.
 func Usage(w io.Writer) {
@@ -127,7 +132,7 @@ func Usage(w io.Writer) {
 	-u <port>		UDP port of the RoCE link at both ends (default 4791)
 	--timeout <d>		give up after the duration d (default: never)
 	--idle <d>		give up when no completion arrives for d (default 60s; 0: never)
-`)
+`+hostlink.FlagUsage)
 }
 
 // ParseArgs builds Options from the examples' command line (getopt_long: options and the
@@ -150,6 +155,12 @@ func ParseArgs(args []string) (Options, error) {
 	}
 	o := DefaultOptions(mode)
 	for _, a := range found {
+		if ok, err := tool.SetLink(&o.Link, a); ok { // --xdp, --pcap
+			if err != nil {
+				return o, err
+			}
+			continue
+		}
 		if err := o.set(a); err != nil {
 			return o, err
 		}
@@ -261,13 +272,15 @@ func Main(args []string) int {
 		Usage(os.Stderr)
 		return 1
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
-	if err := Run(ctx, o, os.Stdout, os.Stderr); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	return 0
+	return hostlink.Main("pingpong", o.Link, os.Stderr, func() int { // --xdp, --pcap
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+		defer stop()
+		if err := Run(ctx, o, os.Stdout, os.Stderr); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		return 0
+	})
 }
 
 // Run runs one ping-pong in the role the options select, printing the addresses and the

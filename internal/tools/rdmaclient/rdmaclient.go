@@ -19,6 +19,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/softrnic/softrnic/internal/hostlink"
 	"github.com/softrnic/softrnic/internal/tools/tool"
 	"github.com/softrnic/softrnic/rnic"
 	"github.com/softrnic/softrnic/rnic/cm"
@@ -38,21 +39,26 @@ type Options struct {
 	Bind    string        // --bind: RoCEv2: the local link address (default: the route to the server)
 	Timeout time.Duration // --timeout: bound on the whole run (0: none)
 	Idle    time.Duration // --idle: give up after this long without the server's answer (0: never)
+
+	Link hostlink.Options // --xdp, --xdp-mode, --pcap (internal/hostlink)
 }
+
+// LinkOptions implements hostlink.Carrier.
+func (o Options) LinkOptions() hostlink.Options { return o.Link }
 
 // DefaultOptions are rdma_client's defaults.
 func DefaultOptions() Options {
 	return Options{Server: "127.0.0.1", Port: 7471, Idle: 60 * time.Second}
 }
 
-var opts = []tool.Opt{{Short: 's', Arg: true}, {Short: 'p', Arg: true},
-	{Long: "roce"}, {Long: "bind", Arg: true}, {Long: "timeout", Arg: true}, {Long: "idle", Arg: true}}
+var opts = append([]tool.Opt{{Short: 's', Arg: true}, {Short: 'p', Arg: true},
+	{Long: "roce"}, {Long: "bind", Arg: true}, {Long: "timeout", Arg: true}, {Long: "idle", Arg: true}}, tool.LinkOpts...)
 
 // Usage prints the command line's usage text.
 func Usage(w io.Writer) {
 	fmt.Fprint(w, "usage: softrnic rdma-client\n\t[-s server_address]\n\t[-p port_number]\n"+
 		"\t[--roce]\t\tRoCEv2 (IB CM over UDP 4791) instead of iWARP\n\t[--bind addr]\t\tRoCEv2: local address\n"+
-		"\t[--timeout d]\t\tgive up after d\n\t[--idle d]\t\tgive up after d without the server's answer (default 60s)\n")
+		"\t[--timeout d]\t\tgive up after d\n\t[--idle d]\t\tgive up after d without the server's answer (default 60s)\n"+hostlink.FlagUsage)
 }
 
 // ParseArgs parses rdma_client's command line.
@@ -66,6 +72,12 @@ func ParseArgs(args []string) (Options, error) {
 		return o, fmt.Errorf("unexpected argument %q", operands[0])
 	}
 	for _, a := range found {
+		if ok, err := tool.SetLink(&o.Link, a); ok { // --xdp, --pcap
+			if err != nil {
+				return o, err
+			}
+			continue
+		}
 		switch {
 		case a.Short == 's':
 			o.Server = a.Value
@@ -102,12 +114,14 @@ func Main(args []string) int {
 		Usage(os.Stderr)
 		return 2
 	}
-	ctx, stop := tool.SignalContext()
-	defer stop()
-	if Run(ctx, o, os.Stdout, os.Stderr) != nil {
-		return 1
-	}
-	return 0
+	return hostlink.Main("rdma-client", o.Link, os.Stderr, func() int { // --xdp, --pcap
+		ctx, stop := tool.SignalContext()
+		defer stop()
+		if Run(ctx, o, os.Stdout, os.Stderr) != nil {
+			return 1
+		}
+		return 0
+	})
 }
 
 // Run makes one exchange, printing rdma_client's lines to stdout and errors to stderr.

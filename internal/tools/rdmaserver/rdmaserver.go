@@ -18,6 +18,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/softrnic/softrnic/internal/hostlink"
 	"github.com/softrnic/softrnic/internal/tools/tool"
 	"github.com/softrnic/softrnic/rnic"
 	"github.com/softrnic/softrnic/rnic/cm"
@@ -39,19 +40,24 @@ type Options struct {
 
 	// Listening, if set, is called once the server listens.
 	Listening func(net.Addr)
+
+	Link hostlink.Options // --xdp, --xdp-mode, --pcap (internal/hostlink)
 }
+
+// LinkOptions implements hostlink.Carrier.
+func (o Options) LinkOptions() hostlink.Options { return o.Link }
 
 // DefaultOptions are rdma_server's defaults.
 func DefaultOptions() Options { return Options{Port: 7471, Idle: 60 * time.Second} }
 
-var opts = []tool.Opt{{Short: 's', Arg: true}, {Short: 'p', Arg: true},
-	{Long: "roce"}, {Long: "timeout", Arg: true}, {Long: "idle", Arg: true}}
+var opts = append([]tool.Opt{{Short: 's', Arg: true}, {Short: 'p', Arg: true},
+	{Long: "roce"}, {Long: "timeout", Arg: true}, {Long: "idle", Arg: true}}, tool.LinkOpts...)
 
 // Usage prints the command line's usage text.
 func Usage(w io.Writer) {
 	fmt.Fprint(w, "usage: softrnic rdma-server\n\t[-s server_address]\n\t[-p port_number]\n"+
 		"\t[--roce]\t\tRoCEv2 (IB CM over UDP 4791) instead of iWARP\n\t[--timeout d]\t\tgive up after d\n"+
-		"\t[--idle d]\t\tgive up after d without the client's message (default 60s)\n")
+		"\t[--idle d]\t\tgive up after d without the client's message (default 60s)\n"+hostlink.FlagUsage)
 }
 
 // ParseArgs parses rdma_server's command line.
@@ -65,6 +71,12 @@ func ParseArgs(args []string) (Options, error) {
 		return o, fmt.Errorf("unexpected argument %q", operands[0])
 	}
 	for _, a := range found {
+		if ok, err := tool.SetLink(&o.Link, a); ok { // --xdp, --pcap
+			if err != nil {
+				return o, err
+			}
+			continue
+		}
 		switch {
 		case a.Short == 's':
 			o.Addr = a.Value
@@ -99,12 +111,14 @@ func Main(args []string) int {
 		Usage(os.Stderr)
 		return 2
 	}
-	ctx, stop := tool.SignalContext()
-	defer stop()
-	if Run(ctx, o, os.Stdout, os.Stderr) != nil {
-		return 1
-	}
-	return 0
+	return hostlink.Main("rdma-server", o.Link, os.Stderr, func() int { // --xdp, --pcap
+		ctx, stop := tool.SignalContext()
+		defer stop()
+		if Run(ctx, o, os.Stdout, os.Stderr) != nil {
+			return 1
+		}
+		return 0
+	})
 }
 
 // Run serves one client, printing rdma_server's lines to stdout and errors to stderr.

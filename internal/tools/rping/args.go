@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/softrnic/softrnic/internal/hostlink"
 	"github.com/softrnic/softrnic/internal/tools/tool"
 )
 
@@ -33,7 +34,7 @@ func Usage(w io.Writer) {
 	-P		persistent server: serve every client, concurrently, until interrupted
 	--max-sessions n	-P: at most n sessions at once; more clients are rejected (default 64)
 	--idle d	server: end a session whose client sends nothing for d (default: never)
-`)
+`+hostlink.FlagUsage)
 }
 
 // ParseArgs parses rping's getopt-style flags ("-vV", "-S64", "-S 64") and the softrnic
@@ -43,6 +44,13 @@ func ParseArgs(args []string) (Options, error) {
 	client := false
 	for i := 0; i < len(args); i++ {
 		a := args[i]
+		if n, err := o.Link.Arg(args[i:]); err != nil || n > 0 { // --xdp, --xdp-mode, --pcap
+			if err != nil {
+				return o, err
+			}
+			i += n - 1
+			continue
+		}
 		if strings.HasPrefix(a, "--") {
 			name, val, hasVal := strings.Cut(a[2:], "=")
 			needVal := func() (string, error) {

@@ -6,6 +6,7 @@ import (
 	"net"
 	"time"
 
+	"github.com/softrnic/softrnic/internal/hostlink"
 	"github.com/softrnic/softrnic/internal/tools/tool"
 	"github.com/softrnic/softrnic/rnic"
 )
@@ -55,11 +56,12 @@ type Options struct {
 	Validate bool   // -V: client: compare what came back with what was sent
 	Debug    bool   // -d: debug lines on stdout
 
-	CRC     bool          // --crc: request MPA CRC (C bit)
-	Timeout time.Duration // --timeout: bound on the whole run (0: none)
-	Fault   Fault         // --fault
-	RoCE    bool          // --roce: RoCEv2 with the IB CM instead of iWARP
-	Local   string        // --local: client's local IP address for RoCEv2
+	CRC     bool             // --crc: request MPA CRC (C bit)
+	Timeout time.Duration    // --timeout: bound on the whole run (0: none)
+	Fault   Fault            // --fault
+	RoCE    bool             // --roce: RoCEv2 with the IB CM instead of iWARP
+	Local   string           // --local: client's local IP address for RoCEv2
+	Link    hostlink.Options // --xdp, --xdp-mode, --pcap (internal/hostlink)
 
 	// Server only.
 	Persistent  bool          // -P: serve every client, concurrently, until the context ends
@@ -75,6 +77,9 @@ type Options struct {
 
 	collectCounters func(*rnic.Counters) // tests: a session's QP counters at its end
 }
+
+// LinkOptions implements hostlink.Carrier.
+func (o Options) LinkOptions() hostlink.Options { return o.Link }
 
 // DefaultOptions are the command line's defaults (a client until Server is set).
 func DefaultOptions() Options {

@@ -21,6 +21,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/softrnic/softrnic/internal/hostlink"
 	"github.com/softrnic/softrnic/rnic"
 	"github.com/softrnic/softrnic/rnic/cm"
 	"github.com/softrnic/softrnic/rnic/iwarp"
@@ -47,13 +48,32 @@ func Main[O any](name string, args []string, parse func([]string) (O, error), us
 		}
 		return 2
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
-	if err := run(ctx, o, os.Stdout, os.Stderr); err != nil {
-		fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
-		return 1
+	var lo hostlink.Options // --xdp, --pcap: the process's datapath and capture
+	if lc, ok := any(o).(hostlink.Carrier); ok {
+		lo = lc.LinkOptions()
 	}
-	return 0
+	return hostlink.Main(name, lo, os.Stderr, func() int {
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+		defer stop()
+		if err := run(ctx, o, os.Stdout, os.Stderr); err != nil {
+			fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
+			return 1
+		}
+		return 0
+	})
+}
+
+// LinkOpts are the options of the process's datapath and capture (--xdp, --xdp-mode,
+// --pcap; internal/hostlink) for a tool's Getopt table; SetLink takes their values.
+var LinkOpts = []Opt{{Long: "xdp", Arg: true}, {Long: "xdp-mode", Arg: true}, {Long: "pcap", Arg: true}}
+
+// SetLink stores a found option into l when it is one of LinkOpts, reporting whether it was.
+func SetLink(l *hostlink.Options, a Arg) (bool, error) {
+	switch a.Long {
+	case "xdp", "xdp-mode", "pcap":
+		return true, l.Set(a.Long, a.Value)
+	}
+	return false, nil
 }
 
 // Output returns w, or io.Discard when w is nil.
@@ -104,6 +124,13 @@ func Open(name, network, local string, o *cm.Options) (*rnic.Device, *cm.Transpo
 	}
 	dev, err := rnic.Open(devCfg)
 	if err != nil {
+		return dev, nil, err
+	}
+	if o == nil {
+		o = &cm.Options{}
+	}
+	// --xdp: the transport runs on the process's AF_XDP port; --pcap: it is recorded
+	if local, err = hostlink.Process().CM(network, local, o); err != nil {
 		return dev, nil, err
 	}
 	t, err := cm.Open(dev, network, local, o)

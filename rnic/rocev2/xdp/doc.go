@@ -45,8 +45,13 @@
 // then steer UDP 4791 to it (ethtool -N <dev> flow-type udp4 dst-port 4791
 // action <queue>) or use one queue (ethtool -L <dev> combined 1).
 //
-// Limits: those of link/afxdp (Ethernet only, 4096-byte frames, so the path
-// MTU is at most 2048; one port per netdev).
+// Limits: those of link/afxdp (Ethernet only, one port per netdev). With XDP
+// multi-buffer (link/afxdp's default where the kernel has it) packets longer
+// than a UMEM frame go both ways in several, so path MTU 4096 works on a
+// netdev whose MTU carries it (4096 + 92 bytes of headers and more: jumbo
+// frames); received ones are copied into one of the link's 256 buffers
+// (beyond them: dropped, RxQueueFull). Without multi-buffer the path MTU is
+// at most 2048.
 //
 // Linux only; elsewhere New returns ErrNotSupported. New needs CAP_NET_RAW,
 // CAP_NET_ADMIN and CAP_BPF (or root) and must run in the network namespace

@@ -355,6 +355,11 @@ func TestNetnsRC(t *testing.T) {
 		{"xdp-udp-gso/auto/mtu1024", false, ModeAuto, roce.MTU1024, 1500, true, false},
 		{"xdp-xdp/auto/mtu1024", true, ModeAuto, roce.MTU1024, 1500, false, false},
 		{"xdp-xdp/generic/mtu2048", true, ModeGeneric, roce.MTU2048, 3000, false, false},
+		// path MTU 4096: packets longer than a UMEM frame, in several both ways
+		// (XDP multi-buffer)
+		{"xdp-udp/auto/mtu4096", false, ModeAuto, roce.MTU4096, 9000, false, false},
+		{"xdp-xdp/auto/mtu4096", true, ModeAuto, roce.MTU4096, 9000, false, false},
+		{"v6/xdp-xdp/generic/mtu4096", true, ModeGeneric, roce.MTU4096, 9000, false, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newNetEnv(t, tc.dev)
@@ -388,6 +393,9 @@ func TestNetnsRC(t *testing.T) {
 					}
 					if !tc.gso && st.ICRCRestamped+st.ICRCZeroID != 0 {
 						t.Errorf("side %d: non-canonical headers without GSO: %+v", i, st)
+					}
+					if ps := x.Port().Stats(); tc.mtu == roce.MTU4096 && (ps.TxMultiBuffer == 0 || i == 1 && ps.RxMultiBuffer == 0) {
+						t.Errorf("side %d: path MTU 4096 without multi-buffer frames: %+v", i, ps)
 					}
 				}
 			}

@@ -46,13 +46,20 @@ type Link struct {
 
 	// frames the port handed over, waiting for Recv (a ring of fixed size)
 	qmu   sync.Mutex
-	q     []afxdp.RxFrame
+	q     []rxEntry
 	qhead int
 	qn    int
 	wake  chan struct{} // one token: frames arrived
 
 	rmu  sync.Mutex // Recv
-	take []afxdp.RxFrame
+	take []rxEntry
+
+	// copies holds the link's own buffers for packets that arrived in several
+	// UMEM buffers (the port hands those over as a copy it keeps only during
+	// Frame): at most maxCopies, made as needed
+	cmu    sync.Mutex
+	copies [][]byte
+	ncopy  int
 
 	dmu    sync.Mutex // deferred frames are built in dframe
 	dframe []byte
@@ -94,8 +101,8 @@ func New(o Options) (l *Link, err error) {
 		batch: o.Batch, tos: o.TOS, ttl: o.TTL, strict: o.StrictICRC,
 		maxFrame: p.MaxFrame(), mac: p.MAC(),
 		done: make(chan struct{}), wake: make(chan struct{}, 1),
-		q:      make([]afxdp.RxFrame, p.KeepLimit()*len(p.Queues())),
-		take:   make([]afxdp.RxFrame, 0, o.Batch),
+		q:      make([]rxEntry, p.KeepLimit()*len(p.Queues())),
+		take:   make([]rxEntry, 0, o.Batch),
 		dframe: make([]byte, afxdp.FrameSize),
 	}
 	l.v6 = l.local.Addr().Is6()
@@ -151,7 +158,7 @@ func (l *Link) Close() error {
 	l.rmu.Lock() // Recv has returned
 	l.qmu.Lock()
 	for ; l.qn > 0; l.qn-- {
-		l.port.Release(l.q[l.qhead])
+		l.release(l.q[l.qhead])
 		l.qhead = (l.qhead + 1) % len(l.q)
 	}
 	l.qmu.Unlock()
@@ -162,18 +169,73 @@ func (l *Link) Close() error {
 	return nil
 }
 
-// Frame implements afxdp.Receiver: it keeps the frame for Recv, or drops
-// it when the link holds its share already.
+// rxEntry is a frame waiting for Recv: the port's (returned with
+// Port.Release) or a copy in one of the link's buffers.
+type rxEntry struct {
+	f    afxdp.RxFrame
+	copy []byte // the link's buffer holding f.Data, or nil
+}
+
+// maxCopies bounds the link's buffers for multi-buffer packets (each of the
+// port's MaxRxFrame bytes): two RC windows of 128 packets (rxe's
+// RXE_MAX_UNACKED_PSNS), 2.3 MiB on a 9000-byte MTU.
+const maxCopies = 256
+
+// release gives back what e holds.
+func (l *Link) release(e rxEntry) {
+	if e.copy == nil {
+		l.port.Release(e.f)
+		return
+	}
+	l.cmu.Lock()
+	l.copies = append(l.copies, e.copy)
+	l.cmu.Unlock()
+}
+
+// copyBuf returns a free buffer of the link's, or nil when all are in use.
+func (l *Link) copyBuf() []byte {
+	l.cmu.Lock()
+	defer l.cmu.Unlock()
+	if n := len(l.copies); n > 0 {
+		b := l.copies[n-1]
+		l.copies = l.copies[:n-1]
+		return b
+	}
+	if l.ncopy == maxCopies {
+		return nil
+	}
+	l.ncopy++
+	return make([]byte, l.port.MaxRxFrame())
+}
+
+// Frame implements afxdp.Receiver: it keeps the frame for Recv (a packet that
+// arrived in several UMEM buffers, path MTU 4096 on a jumbo-frame netdev, as a
+// copy in a buffer of its own), or drops it when the link holds its share
+// already.
 func (l *Link) Frame(f afxdp.RxFrame) bool {
+	e := rxEntry{f: f}
+	if !f.Keepable() {
+		if e.copy = l.copyBuf(); e.copy == nil || len(f.Data) > len(e.copy) {
+			if e.copy != nil {
+				l.release(e)
+			}
+			l.rxFull.Add(1)
+			return false
+		}
+		e.f.Data = e.copy[:copy(e.copy, f.Data)]
+	}
 	l.qmu.Lock()
 	defer l.qmu.Unlock()
 	if l.qn == len(l.q) || l.closed.Load() {
+		if e.copy != nil {
+			l.release(e)
+		}
 		l.rxFull.Add(1)
 		return false
 	}
-	l.q[(l.qhead+l.qn)%len(l.q)] = f
+	l.q[(l.qhead+l.qn)%len(l.q)] = e
 	l.qn++
-	return true
+	return e.copy == nil
 }
 
 // EndBatch implements afxdp.Receiver: it wakes Recv.
@@ -206,13 +268,13 @@ func (l *Link) Recv(bufs [][]byte, sizes []int, from []netip.AddrPort) (int, err
 		}
 		l.qmu.Unlock()
 		n := 0
-		for _, f := range take {
-			if l.input(f.Data, bufs[n], &sizes[n], &from[n]) {
+		for _, e := range take {
+			if l.input(e.f.Data, bufs[n], &sizes[n], &from[n]) {
 				n++
 			} else {
 				l.rxDropped.Add(1)
 			}
-			l.port.Release(f)
+			l.release(e)
 		}
 		if n > 0 {
 			l.rxPackets.Add(uint64(n))
@@ -317,8 +379,12 @@ func (l *Link) Send(bufs [][]byte, dst netip.AddrPort) error {
 	}
 	t := l.port.Tx()
 	defer t.Done()
+	hl := 28
+	if l.v6 {
+		hl = 48
+	}
 	for i, b := range bufs {
-		f := t.Next()
+		f := t.NextLen(ethLen + hl + len(b))
 		if f == nil {
 			l.txDropped.Add(uint64(len(bufs) - i))
 			break // like a full socket buffer: the transport retransmits
