@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/softrnic/softrnic/internal/hostlink"
 	"github.com/softrnic/softrnic/rnic"
 )
 
@@ -48,5 +49,33 @@ func TestIBVStatus(t *testing.T) {
 		if code, text := IBVStatus(c.st); code != c.code || text != c.text {
 			t.Errorf("%v: %d %q", c.st, code, text)
 		}
+	}
+}
+
+// TestLinkOpts: --xdp, --xdp-mode and --pcap parse through a tool's getopt table into the
+// process's hostlink options; other options are left to the tool, bad modes are refused.
+func TestLinkOpts(t *testing.T) {
+	opts := append([]Opt{{Short: 's', Arg: true}}, LinkOpts...)
+	found, _, err := Getopt([]string{"--pcap", "/tmp/x.pcap", "-s", "9", "--xdp=eth0", "--xdp-mode", "generic"}, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var l hostlink.Options
+	others := 0
+	for _, a := range found {
+		ok, err := SetLink(&l, a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !ok {
+			others++
+		}
+	}
+	if l.PCAP != "/tmp/x.pcap" || l.XDP != "eth0" || others != 1 || !l.Enabled() {
+		t.Fatalf("%+v, %d others", l, others)
+	}
+	found, _, _ = Getopt([]string{"--xdp-mode", "sideways"}, opts)
+	if _, err := SetLink(&l, found[0]); err == nil {
+		t.Fatal("--xdp-mode sideways accepted")
 	}
 }
