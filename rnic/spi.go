@@ -74,8 +74,21 @@ func (t *TransportQP) CompleteRecv(w *RecvWQE, r RecvResult) { t.q.completeRecv(
 // (Send with Invalidate, RFC 5040 §6.4.2 / IETH), then completes w with the flags the
 // message carried. If the invalidation fails, w is left taken (the transport reports the
 // error in its own terms and the WQE is flushed or completed by it) and the error is
-// returned.
+// returned. It is PrepareRecv followed by CompleteRecv.
 func (t *TransportQP) FinishRecv(w *RecvWQE, m RecvMessage) error {
+	r, err := t.PrepareRecv(m)
+	if err != nil {
+		return err
+	}
+	t.q.completeRecv(w, r)
+	return nil
+}
+
+// PrepareRecv does what FinishRecv does for message m except the completion: it performs
+// the invalidation m asks for and returns the result to complete the WQE with, for a
+// transport that delivers the completion later (RoCEv2 completes a batch's receives
+// after the batch's ACKs are on the wire). On an invalidation error nothing is done.
+func (t *TransportQP) PrepareRecv(m RecvMessage) (RecvResult, error) {
 	r := RecvResult{Opcode: WCRecv, ByteLen: m.ByteLen}
 	if m.AfterWrite {
 		r.Opcode = WCRecvRDMAWithImm
@@ -89,13 +102,12 @@ func (t *TransportQP) FinishRecv(w *RecvWQE, m RecvMessage) error {
 	}
 	if m.HasInvalidate {
 		if err := t.q.pd.invalidate(t.q, m.Invalidate); err != nil {
-			return err
+			return RecvResult{}, err
 		}
 		r.Flags |= WCWithInv
 		r.InvalidatedSTag = m.Invalidate
 	}
-	t.q.completeRecv(w, r)
-	return nil
+	return r, nil
 }
 
 // RecvMessage describes an incoming message that consumed a receive WQE, for FinishRecv.

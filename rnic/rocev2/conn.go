@@ -102,6 +102,7 @@ type Conn struct {
 	flushResp bool // send the queued responses before stopping (responder NAK)
 	dead      bool
 	inBatch   bool
+	held      int // receive completions held in the receive goroutine's batch (rxCtx.recvs)
 	fatal     bool
 	err       error     // why the connection ended
 	used      bool      // a packet was received or a request sent
@@ -307,6 +308,14 @@ func (c *Conn) run() {
 			continue
 		}
 		if c.disc.Load() == 2 || (c.disc.Load() == 1 && c.idleLocked()) {
+			if c.held > 0 {
+				// The receive goroutine still holds receive completions of this
+				// connection (rxCtx.recvs): they precede the flush. It wakes us.
+				c.mu.Unlock()
+				c.release()
+				<-c.kick
+				continue
+			}
 			c.dead = true
 			err := c.err
 			c.mu.Unlock()

@@ -176,6 +176,29 @@ type rxCtx struct {
 	nctl    int
 	touched []*Conn
 	bufs    [][]byte
+	recvs   []doneRecv // receive completions held until the batch's ACKs are sent
+}
+
+// doneRecv is a receive completion of an RC/UC connection held for the end of the
+// receive batch (see Conn.completeRecv).
+type doneRecv struct {
+	c   *Conn
+	w   *rnic.RecvWQE
+	res rnic.RecvResult
+}
+
+// deliver completes the batch's held receives, in the order they were completed.
+func (r *rxCtx) deliver() {
+	for i := range r.recvs {
+		d := &r.recvs[i]
+		d.c.qp.CompleteRecv(d.w, d.res)
+		d.c.mu.Lock()
+		d.c.held--
+		d.c.mu.Unlock()
+		d.c.wake() // its run goroutine may be waiting to flush the queues
+		*d = doneRecv{}
+	}
+	r.recvs = r.recvs[:0]
 }
 
 func (r *rxCtx) alloc(dst netip.AddrPort) *ctlPkt {

@@ -110,14 +110,7 @@ func TestGoldenRxePingpong(t *testing.T) {
 	r := &rxCtx{ctl: make([]ctlPkt, 4), bufs: make([][]byte, 0, 4)}
 	batch := func(p capRoCE) {
 		ep.input(r, p.udpPayload, p.from, p.to)
-		for _, c := range r.touched {
-			c.mu.Lock()
-			c.flushAck(r)
-			c.inBatch = false
-			c.mu.Unlock()
-		}
-		r.touched = r.touched[:0]
-		ep.flushCtl(r)
+		ep.endBatch(r)
 	}
 	recvACK := func() roce.Packet {
 		bufs := [][]byte{make([]byte, MaxPacket)}
@@ -279,14 +272,7 @@ func TestGoldenRxeCMREQ(t *testing.T) {
 	pkt := append(h.Append(nil, 4), "ping"...)
 	pkt = finish(pkt, 4, pkts[0].from, pkts[0].to)
 	ep.input(r, pkt, pkts[0].from, pkts[0].to)
-	for _, c := range r.touched {
-		c.mu.Lock()
-		c.flushAck(r)
-		c.inBatch = false
-		c.mu.Unlock()
-	}
-	r.touched = r.touched[:0]
-	ep.flushCtl(r)
+	ep.endBatch(r)
 	if c := wait(t, cq, 1)[0]; c.Status != 0 || c.WRID != 7 || c.ByteLen != 4 || string(buf[:4]) != "ping" {
 		t.Fatalf("rxe's first SEND at the REP's PSN %v: %+v", rep.StartingPSN, c)
 	}

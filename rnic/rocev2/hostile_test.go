@@ -279,13 +279,7 @@ func TestRCPacketsFromOtherAddressesDropped(t *testing.T) {
 		b := finish(append(h.Append(nil, 8), pl...), 8, from, srvAddr)
 		r := &rxCtx{ctl: make([]ctlPkt, 4), bufs: make([][]byte, 0, 4)}
 		srv.ep.input(r, b, from, srvAddr)
-		for _, c := range r.touched {
-			c.mu.Lock()
-			c.flushAck(r)
-			c.inBatch = false
-			c.mu.Unlock()
-		}
-		srv.ep.flushCtl(r)
+		srv.ep.endBatch(r)
 	}
 	const psn = 0xFFFFF0 // the server's expected PSN (connect in helpers_test.go)
 	for _, from := range []string{"10.0.0.66:4791", "10.0.0.1:4792"} {

@@ -51,14 +51,7 @@ func TestICRCCorruptRxeDropped(t *testing.T) {
 	r := &rxCtx{ctl: make([]ctlPkt, 4), bufs: make([][]byte, 0, 4)}
 	batch := func(b []byte) {
 		ep.input(r, b, orig.from, orig.to)
-		for _, c := range r.touched {
-			c.mu.Lock()
-			c.flushAck(r)
-			c.inBatch = false
-			c.mu.Unlock()
-		}
-		r.touched = r.touched[:0]
-		ep.flushCtl(r)
+		ep.endBatch(r)
 	}
 	bad := append([]byte(nil), orig.udpPayload...)
 	flips := 0

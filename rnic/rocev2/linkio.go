@@ -27,7 +27,8 @@ func (e *Endpoint) recvLoop() {
 	}
 	sizes := make([]int, bs)
 	from := make([]netip.AddrPort, bs)
-	r := &rxCtx{ctl: make([]ctlPkt, 2*bs+8), bufs: make([][]byte, 0, 2*bs+8), touched: make([]*Conn, 0, bs)}
+	r := &rxCtx{ctl: make([]ctlPkt, 2*bs+8), bufs: make([][]byte, 0, 2*bs+8), touched: make([]*Conn, 0, bs),
+		recvs: make([]doneRecv, 0, 2*bs+8)}
 	local := e.link.LocalAddr()
 	var backoff time.Duration
 	var delay *time.Timer
@@ -68,15 +69,25 @@ func (e *Endpoint) recvLoop() {
 		for i := range n {
 			e.input(r, bufs[i][:sizes[i]], from[i], local)
 		}
-		for _, c := range r.touched {
-			c.mu.Lock()
-			c.flushAck(r)
-			c.inBatch = false
-			c.mu.Unlock()
-		}
-		r.touched = r.touched[:0]
-		e.flushCtl(r)
+		e.endBatch(r)
 	}
+}
+
+// endBatch ends a receive batch: each connection's coalesced ACK is queued and the
+// batch's control packets are sent, and only then are the receive completions held
+// during the batch delivered: a consumer that sees its message and exits must not
+// leave the sender without the ACK (IBTA §9.7.5.1.6: the responder acknowledges what
+// it has executed; rxe sends the ACK before it completes the receive).
+func (e *Endpoint) endBatch(r *rxCtx) {
+	for _, c := range r.touched {
+		c.mu.Lock()
+		c.flushAck(r)
+		c.inBatch = false
+		c.mu.Unlock()
+	}
+	r.touched = r.touched[:0]
+	e.flushCtl(r)
+	r.deliver()
 }
 
 // temporary reports whether a Link error is worth retrying: the error says so

@@ -159,6 +159,18 @@ func (c *Conn) flushAck(r *rxCtx) {
 	}
 }
 
+// completeRecv completes a receive WQE of this connection at the end of the receive
+// batch, after the batch's ACKs have been sent (Endpoint.endBatch); when the batch's list
+// is full it completes it at once. The caller holds c.mu.
+func (c *Conn) completeRecv(r *rxCtx, w *rnic.RecvWQE, res rnic.RecvResult) {
+	if len(r.recvs) == cap(r.recvs) {
+		c.qp.CompleteRecv(w, res)
+		return
+	}
+	r.recvs = append(r.recvs, doneRecv{c: c, w: w, res: res})
+	c.held++
+}
+
 // nak answers the packet at ePSN with a NAK and moves the QP to Error
 // (IBTA §9.7.5.2.x class B/C errors; rxe do_class_ac_error).
 func (c *Conn) nak(r *rxCtx, code roce.NAKCode) {
@@ -171,7 +183,7 @@ func (c *Conn) nak(r *rxCtx, code roce.NAKCode) {
 		ev = rnic.EventQPFatal
 	}
 	if c.curRecv != nil {
-		c.qp.CompleteRecv(c.curRecv, rnic.RecvResult{Status: rnic.StatusWRFlushErr, Opcode: rnic.WCRecv})
+		c.completeRecv(r, c.curRecv, rnic.RecvResult{Status: rnic.StatusWRFlushErr, Opcode: rnic.WCRecv})
 		c.curRecv = nil
 	}
 	c.flushResp = true
@@ -304,7 +316,7 @@ func (c *Conn) execute(r *rxCtx, p *roce.Packet) {
 			c.curRecv = w
 			c.curOff = 0
 			if st != rnic.StatusSuccess {
-				c.qp.CompleteRecv(w, rnic.RecvResult{Status: st, Opcode: rnic.WCRecv})
+				c.completeRecv(r, w, rnic.RecvResult{Status: st, Opcode: rnic.WCRecv})
 				c.curRecv = nil
 				fail(roce.NAKRemoteOperationalError)
 				return
@@ -316,7 +328,7 @@ func (c *Conn) execute(r *rxCtx, p *roce.Packet) {
 			return
 		}
 		if c.curOff+uint64(n) > w.Len {
-			c.qp.CompleteRecv(w, rnic.RecvResult{Status: rnic.StatusLocLenErr, Opcode: rnic.WCRecv})
+			c.completeRecv(r, w, rnic.RecvResult{Status: rnic.StatusLocLenErr, Opcode: rnic.WCRecv})
 			c.curRecv = nil
 			fail(roce.NAKInvalidRequest)
 			return
@@ -332,13 +344,15 @@ func (c *Conn) execute(r *rxCtx, p *roce.Packet) {
 			if p.IETH != nil {
 				m.HasInvalidate, m.Invalidate = true, p.IETH.RKey()
 			}
-			if err := c.qp.FinishRecv(w, m); err != nil {
+			res, err := c.qp.PrepareRecv(m)
+			if err != nil {
 				// An IETH R_Key that cannot be invalidated is an invalid request (rxe resp.c).
-				c.qp.CompleteRecv(w, rnic.RecvResult{Status: rnic.StatusRemInvReqErr, Opcode: rnic.WCRecv})
+				c.completeRecv(r, w, rnic.RecvResult{Status: rnic.StatusRemInvReqErr, Opcode: rnic.WCRecv})
 				c.curRecv = nil
 				fail(roce.NAKInvalidRequest)
 				return
 			}
+			c.completeRecv(r, w, res)
 			c.curRecv = nil
 			c.curKind = kindNone
 			c.msn = c.msn.Next()
@@ -355,7 +369,7 @@ func (c *Conn) execute(r *rxCtx, p *roce.Packet) {
 			}
 			c.curRecv = w
 			if st != rnic.StatusSuccess {
-				c.qp.CompleteRecv(w, rnic.RecvResult{Status: st, Opcode: rnic.WCRecvRDMAWithImm})
+				c.completeRecv(r, w, rnic.RecvResult{Status: st, Opcode: rnic.WCRecvRDMAWithImm})
 				c.curRecv = nil
 				fail(roce.NAKRemoteOperationalError)
 				return
@@ -390,8 +404,9 @@ func (c *Conn) execute(r *rxCtx, p *roce.Packet) {
 			if p.ImmDt != nil {
 				w := c.curRecv
 				c.curRecv = nil
-				_ = c.qp.FinishRecv(w, rnic.RecvMessage{ByteLen: uint32(len(c.curWBuf)), Solicited: p.BTH.SE(),
+				res, _ := c.qp.PrepareRecv(rnic.RecvMessage{ByteLen: uint32(len(c.curWBuf)), Solicited: p.BTH.SE(),
 					HasImm: true, Imm: p.ImmDt.Imm(), AfterWrite: true}) // no invalidation: cannot fail
+				c.completeRecv(r, w, res)
 			}
 			c.curWBuf = nil
 		}
