@@ -3,6 +3,7 @@ package udapl
 import (
 	"fmt"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -99,16 +100,29 @@ func TestDtestx(t *testing.T) {
 	}()
 	// dtestx's stdout is block buffered in a pipe, so its readiness line is not
 	// seen before it exits: the client is retried while the server's side
-	// channel does not accept yet
-	srv := start(t, e.confA, "", 60*time.Second, "dtestx", "-s", "-P", ia)
-	var cli *proc
-	for attempt := 0; ; attempt++ {
-		cli = start(t, e.confB, "", 60*time.Second, "dtestx", "-c", "-h", "127.0.0.2", "-P", ia)
-		out, err := cli.wait()
-		if err == nil || !strings.Contains(out, "Couldn't connect to") || attempt == 200 {
+	// channel does not accept yet. dtestx's server sends its address over that
+	// channel before it calls dat_psp_create, so a quick client can connect
+	// before anyone listens and get DAT_CONNECTION_EVENT_NON_PEER_REJECTED
+	// (0x4003; the IB CM's REJ for an unknown service ID, as on hardware): the
+	// server then waits for ever, so the whole pair is started again.
+	var srv, cli *proc
+	for pair := 1; ; pair++ {
+		srv = start(t, e.confA, "", 60*time.Second, "dtestx", "-s", "-P", ia)
+		for attempt := 0; ; attempt++ {
+			cli = start(t, e.confB, "", 60*time.Second, "dtestx", "-c", "-h", "127.0.0.2", "-P", ia)
+			out, err := cli.wait()
+			if err == nil || !strings.Contains(out, "Couldn't connect to") || attempt == 200 {
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		out, _ := cli.wait()
+		if !strings.Contains(out, "!conn established: 0x4003") || pair == 10 {
 			break
 		}
-		time.Sleep(50 * time.Millisecond)
+		t.Logf("pair %d: the client connected before dtestx's server called dat_psp_create (rejected: no listener); starting both again", pair)
+		_ = syscall.Kill(-srv.cmd.Process.Pid, syscall.SIGKILL)
+		_, _ = srv.wait()
 	}
 	cout, cerr := cli.wait()
 	sout, serr := srv.wait()
