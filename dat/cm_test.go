@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/softrnic/softrnic/rnic/cm"
+	"github.com/softrnic/softrnic/rnic/rocev2"
 )
 
 // §6.4 connection management and §6.6.3 connection models.
@@ -555,4 +556,27 @@ func TestConnEVDSharedAcrossInstances(t *testing.T) {
 	if err != nil || ev.Number != ConnectionEventEstablished || ev.Conn.EP != ep || ev.EVD != conn {
 		t.Fatalf("%v %+v", err, ev)
 	}
+}
+
+// TestProviderRoCEConfig: Provider.RoCE configures the RoCEv2 transport of the
+// provider's IAs (the strict ICRC switch of issue 10), and the zero Provider keeps
+// rocev2's defaults.
+func TestProviderRoCEConfig(t *testing.T) {
+	r := NewRegistry()
+	ro := rocev2.DefaultConfig()
+	ro.StrictICRC = true
+	r.AddProvider(&Provider{Info: ProviderInfo{Name: "strict", VersionMajor: 2}, InstanceData: "rocev2 127.0.0.1:0", RoCE: ro})
+	r.AddProvider(&Provider{Info: ProviderInfo{Name: "plain", VersionMajor: 2}, InstanceData: "rocev2 127.0.0.1:0"})
+	for name, want := range map[string]bool{"strict": true, "plain": false} {
+		ia, _, err := r.OpenIA(name, 16, nil)
+		if err != nil {
+			t.Fatal(name, err)
+		}
+		got := ia.tr.Endpoint().Config().StrictICRC
+		ia.Close(CloseAbrupt)
+		if got != want {
+			t.Fatalf("%s: StrictICRC %v, want %v", name, got, want)
+		}
+	}
+	ro.StrictICRC = false // the IA took a copy
 }

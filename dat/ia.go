@@ -133,7 +133,7 @@ func (r *Registry) OpenIA(name string, asyncQLen int, asyncEVD *EVD) (*IA, *EVD,
 	if port != 0 {
 		taddr = net.JoinHostPort(addr, strconv.Itoa(port))
 	}
-	ia.tr, err = openTransport(dev, kind, taddr, p.IWARP)
+	ia.tr, err = openTransport(dev, kind, taddr, p.IWARP, p.RoCE)
 	if err != nil {
 		dev.Close()
 		r.release(p)

@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/softrnic/softrnic/rnic/iwarp"
+	"github.com/softrnic/softrnic/rnic/rocev2"
 )
 
 // ProviderInfo is DAT_PROVIDER_INFO (spec §8.2.2.1).
@@ -34,6 +35,12 @@ type Provider struct {
 	// "iwarp" provider (MPA options, RFC 7306 extensions, timeouts). nil
 	// means iwarp.DefaultConfig() with the RFC 7306 extensions enabled.
 	IWARP *iwarp.Config
+	// RoCE, when not nil, configures the RoCEv2 transport of the IAs of a "rocev2"
+	// provider (MTU, timeouts, retries; StrictICRC: verify every IPv4 ICRC with the IP
+	// ID taken as 0 and drop what fails, instead of solving for the ID — use it when
+	// every peer sends ID 0 or IPv6, see rnic/rocev2.Config). nil means
+	// rocev2.DefaultConfig().
+	RoCE *rocev2.Config
 }
 
 type regEntry struct {

@@ -7,6 +7,7 @@ import (
 	"github.com/softrnic/softrnic/rnic"
 	"github.com/softrnic/softrnic/rnic/cm"
 	"github.com/softrnic/softrnic/rnic/iwarp"
+	"github.com/softrnic/softrnic/rnic/rocev2"
 )
 
 // The connection side of a provider (spec §6.4) is an rnic/cm Transport: listeners on
@@ -14,10 +15,14 @@ import (
 // establishment for Endpoints. The provider's instance data names the network and the
 // local address: "iwarp <ip>" or "rocev2 <ip>[:<udp port>]".
 
-// openTransport attaches the IA's device to network at addr; iw, if set, is the
-// provider's iWARP configuration (Provider.IWARP).
-func openTransport(dev *rnic.Device, network, addr string, iw *iwarp.Config) (*cm.Transport, error) {
+// openTransport attaches the IA's device to network at addr; iw and ro, if set, are the
+// provider's iWARP and RoCEv2 configurations (Provider.IWARP, Provider.RoCE).
+func openTransport(dev *rnic.Device, network, addr string, iw *iwarp.Config, ro *rocev2.Config) (*cm.Transport, error) {
 	var o *cm.Options
+	if network == cm.RoCEv2 && ro != nil {
+		c := *ro
+		o = &cm.Options{RoCE: &c}
+	}
 	if network == cm.IWARP {
 		var cfg *iwarp.Config
 		if iw != nil {

@@ -141,6 +141,7 @@ func Start(o Options) (_ *Daemon, err error) {
 			return nil, fmt.Errorf("RoCEv2 link %v: %w", roAddr, err)
 		}
 		rc := rocev2.DefaultConfig()
+		rc.StrictICRC = o.StrictICRC
 		if o.PeerPort >= 0 {
 			rc.PeerPort = uint16(o.PeerPort) // an override; by default the endpoint follows rocev2.Addr's rule
 		}

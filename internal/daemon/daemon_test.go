@@ -38,6 +38,12 @@ func TestParseDaemonArgs(t *testing.T) {
 		o.CMPort != DefaultCMPort || o.PeerPort != -1 || o.Foreground {
 		t.Fatalf("%+v", o)
 	}
+	if o.StrictICRC {
+		t.Fatal("-strict-icrc is off by default")
+	}
+	if o, err := ParseArgs([]string{"-rocev2", "127.0.0.1", "-strict-icrc"}, &bytes.Buffer{}); err != nil || !o.StrictICRC {
+		t.Fatalf("-strict-icrc: %+v %v", o, err)
+	}
 	if a, err := parseRoCEAddr("127.0.0.1"); err != nil || a.Port() != 4791 {
 		t.Fatal(a, err)
 	}

@@ -46,6 +46,7 @@ type Options struct {
 	Foreground   bool          // -foreground: do not detach (Main only)
 	LogFile      string        // -log: append the log to this file (Main only)
 	LogJSON      bool          // -log-json: log JSON records instead of text (log/slog)
+	StrictICRC   bool          // -strict-icrc: RoCEv2: drop IPv4 packets whose ICRC fails with IP ID 0 (rocev2.Config.StrictICRC)
 
 	// Limits (0: the default).
 	MaxListeners     int           // -max-listeners: iWARP listeners, from -iwarp and listen_iwarp (DefaultMaxListeners)
@@ -85,6 +86,8 @@ func ParseArgs(args []string, errOut io.Writer) (Options, error) {
 	fs.BoolVar(&o.Foreground, "foreground", false, "stay in the foreground (default: detach once the socket is up)")
 	fs.StringVar(&o.LogFile, "log", "", "append the log to this file (default stderr, which a detached daemon does not have)")
 	fs.BoolVar(&o.LogJSON, "log-json", false, "log JSON records (log/slog) instead of key=value text")
+	fs.BoolVar(&o.StrictICRC, "strict-icrc", false, "RoCEv2: check every IPv4 ICRC exactly (IP ID 0) instead of solving for the sender's IP ID; "+
+		"right when no peer is the kernel's rxe over IPv4 (rxe sends non-zero IDs), and it catches all corruption")
 	fs.IntVar(&o.MaxListeners, "max-listeners", DefaultMaxListeners, "most iWARP listeners (-iwarp and set listen_iwarp together)")
 	fs.IntVar(&o.CtlMaxClients, "ctl-max-clients", uapi.DefaultMaxClients, "most control-socket clients at once (more are answered EBUSY)")
 	fs.DurationVar(&o.CtlIdleTimeout, "ctl-idle-timeout", uapi.DefaultIdleTimeout, "close a control client that takes longer to send a request or take an answer")
