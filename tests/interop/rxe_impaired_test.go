@@ -31,35 +31,38 @@ const (
 	dataImpair = "delay 1ms reorder 10% 50% loss 2% duplicate 2%"
 )
 
-// impair puts netem with spec on the guest's eth1 until the test ends; with cmOnly,
-// only CM MADs (to QP1 on UDP 4791) go through it.
-func impair(t *testing.T, g *Guest, spec string, cmOnly bool) {
+// impair puts netem with spec on the guest's eth1 (rxe0's link) until the test ends;
+// with cmOnly, only CM MADs (to QP1 on UDP 4791) go through it.
+func impair(t *testing.T, g *Guest, spec string, cmOnly bool) { impairDev(t, g, "eth1", spec, cmOnly) }
+
+// impairDev is impair on the guest's netdev dev (eth0: siw0's link, eth1: rxe0's).
+func impairDev(t *testing.T, g *Guest, dev, spec string, cmOnly bool) {
 	t.Helper()
-	script := "set -e\nmodprobe sch_netem\ntc qdisc del dev eth1 root 2>/dev/null || true\n"
+	script := "set -e\nmodprobe sch_netem\ntc qdisc del dev " + dev + " root 2>/dev/null || true\n"
 	if cmOnly {
 		// The BTH starts at IP offset 28 (a 20-byte IPv4 header, then UDP); its
 		// second word holds the destination QP in the low 24 bits: QP1, the GSI,
 		// carries the CM MADs.
 		script += "modprobe sch_prio\nmodprobe cls_u32\n" +
-			"tc qdisc add dev eth1 root handle 1: prio\n" +
-			"tc qdisc add dev eth1 parent 1:3 handle 30: netem " + spec + "\n" +
-			"tc filter add dev eth1 parent 1:0 protocol ip prio 1 u32 match ip protocol 17 0xff match ip dport 4791 0xffff " +
+			"tc qdisc add dev " + dev + " root handle 1: prio\n" +
+			"tc qdisc add dev " + dev + " parent 1:3 handle 30: netem " + spec + "\n" +
+			"tc filter add dev " + dev + " parent 1:0 protocol ip prio 1 u32 match ip protocol 17 0xff match ip dport 4791 0xffff " +
 			"match u32 0x00000001 0x00ffffff at 32 flowid 1:3\n"
 	} else {
-		script += "tc qdisc add dev eth1 root netem " + spec + "\n"
+		script += "tc qdisc add dev " + dev + " root netem " + spec + "\n"
 	}
-	script += "tc qdisc show dev eth1\n"
+	script += "tc qdisc show dev " + dev + "\n"
 	out, err := g.MustRun(script, 30*time.Second)
 	if err != nil {
 		t.Fatalf("netem on the guest: %v\n%s", err, out)
 	}
 	t.Cleanup(func() {
-		r, err := g.Run("tc -s qdisc show dev eth1; tc qdisc del dev eth1 root", 30*time.Second)
+		r, err := g.Run("tc -s qdisc show dev "+dev+"; tc qdisc del dev "+dev+" root", 30*time.Second)
 		if err != nil {
 			t.Errorf("removing netem: %v", err)
 			return
 		}
-		t.Logf("guest eth1 qdiscs at the end:\n%s", Tail(r.Output, 1500))
+		t.Logf("guest %s qdiscs at the end:\n%s", dev, Tail(r.Output, 1500))
 	})
 }
 
