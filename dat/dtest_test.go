@@ -360,3 +360,23 @@ func TestConnectRejectAndUnreachable(t *testing.T) {
 	}
 	cli.waitConn(ConnectionEventNonPeerRejected)
 }
+
+// TestDTestFlowRoCEOneIP: two IAs on one IP, each on a UDP port of its own (as two
+// processes on one host without a daemon), run the dtest flow over RoCEv2: the client
+// names the server's UDP port in a *net.UDPAddr, and the server answers the client's
+// port (IBTA A17.3: the requester's source port is its own).
+func TestDTestFlowRoCEOneIP(t *testing.T) {
+	const ip = "127.0.0.6"
+	var ports [2]int
+	for i := range ports {
+		c, err := net.ListenPacket("udp", ip+":0")
+		if err != nil {
+			t.Skipf("no %s loopback: %v", ip, err)
+		}
+		ports[i] = c.LocalAddr().(*net.UDPAddr).Port
+		c.Close()
+	}
+	srv := newSideOn(t, fmt.Sprintf("rocev2 %s:%d", ip, ports[0]))
+	cli := newSideOn(t, fmt.Sprintf("rocev2 %s:%d", ip, ports[1]))
+	dtestFlow(t, srv, cli, &net.UDPAddr{IP: net.ParseIP(ip), Port: ports[0]})
+}
