@@ -21,8 +21,9 @@ import (
 
 // comm is the exchange's channel.
 type comm interface {
-	// send sends one message.
-	send(b []byte) error
+	// send sends one message; over RDMA it returns once the peer acknowledged it
+	// (perftest's ctx_xchg_data_rdma polls for the send's completion too).
+	send(ctx context.Context, b []byte) error
 	// recv returns the next message, which must be n bytes.
 	recv(ctx context.Context, n int) ([]byte, error)
 	// done is closed when the channel's connection has ended (nil: never known).
@@ -34,23 +35,25 @@ type comm interface {
 var errPeerClosed = errors.New("the peer closed the connection")
 
 const (
-	commRecvs = 4  // receives kept posted on the communication QP
-	commSlot  = 64 // bytes per receive buffer: perftest's messages are at most 56
+	sendWRID  = 1 << 32 // the communication QP's send (receives are numbered 0..commRecvs-1)
+	commRecvs = 4       // receives kept posted on the communication QP
+	commSlot  = 64      // bytes per receive buffer: perftest's messages are at most 56
 )
 
 // rdmaComm is the communication QP of -R and -z (create_comm_struct: RC, one send and one
 // receive of sizeof(struct pingpong_dest) in perftest).
 type rdmaComm struct {
-	qp      *rnic.QP
-	cq      *rnic.CQ
-	conn    *cm.Conn
-	rbuf    []byte
-	rmr     *rnic.MR
-	sbuf    []byte
-	smr     *rnic.MR
-	pending [][]byte // messages received, not yet consumed
-	err     error    // the first failure on the QP
-	wc      [2 * commRecvs]rnic.Completion
+	qp       *rnic.QP
+	cq       *rnic.CQ
+	conn     *cm.Conn
+	rbuf     []byte
+	rmr      *rnic.MR
+	sbuf     []byte
+	smr      *rnic.MR
+	pending  [][]byte // messages received, not yet consumed
+	sendDone bool     // the last send completed
+	err      error    // the first failure on the QP
+	wc       [2 * commRecvs]rnic.Completion
 }
 
 func newRDMAComm(dev *rnic.Device, pd *rnic.PD) (*rdmaComm, error) {
@@ -83,47 +86,30 @@ func (c *rdmaComm) postRecv(i int) error {
 	return c.qp.PostRecv(&rnic.RecvWR{WRID: uint64(i), SGL: []rnic.SGE{c.rmr.SGE(i*commSlot, commSlot)}})
 }
 
-// send sends b as one signaled SEND (inline: the buffer is free on return).
-func (c *rdmaComm) send(b []byte) error {
+// send sends b as one signaled SEND (inline: the buffer is free on return) and waits
+// for its completion, as perftest does: the last message of a run must reach the peer
+// before this side closes (closing first would flush it unsent or unacknowledged).
+// Messages that arrive meanwhile are kept for recv.
+func (c *rdmaComm) send(ctx context.Context, b []byte) error {
 	n := copy(c.sbuf, b)
-	if err := c.qp.PostSend(&rnic.SendWR{WRID: 1 << 32, Opcode: rnic.OpSend, Flags: rnic.Signaled | rnic.Inline,
+	if err := c.qp.PostSend(&rnic.SendWR{WRID: sendWRID, Opcode: rnic.OpSend, Flags: rnic.Signaled | rnic.Inline,
 		SGL: []rnic.SGE{c.smr.SGE(0, n)}}); err != nil {
 		return fmt.Errorf("send on the communication QP: %w", err)
+	}
+	c.sendDone = false
+	for !c.sendDone {
+		if err := c.poll(ctx); err != nil {
+			return err
+		}
 	}
 	return nil
 }
 
-// recv returns the next message received. A batch of completions can hold the peer's
-// last message followed by the flushes of the remaining receives (perftest closes right
-// after its final message): the message comes first, the error when none is left.
+// recv returns the next message received (see poll for how a failure is reported).
 func (c *rdmaComm) recv(ctx context.Context, n int) ([]byte, error) {
 	for len(c.pending) == 0 {
-		if c.err != nil {
-			return nil, c.err
-		}
-		k, err := c.cq.Wait(ctx, c.wc[:])
-		if err != nil {
-			if cause := context.Cause(ctx); cause != nil {
-				return nil, cause
-			}
+		if err := c.poll(ctx); err != nil {
 			return nil, err
-		}
-		for _, wc := range c.wc[:k] {
-			if wc.Status != rnic.StatusSuccess {
-				if c.err == nil {
-					c.err = c.failure(wc)
-				}
-				continue
-			}
-			if wc.Opcode != rnic.WCRecv || c.err != nil {
-				continue
-			}
-			i := int(wc.WRID)
-			msg := append([]byte(nil), c.rbuf[i*commSlot:i*commSlot+min(int(wc.ByteLen), commSlot)]...)
-			c.pending = append(c.pending, msg)
-			if err := c.postRecv(i); err != nil {
-				c.err = err
-			}
 		}
 	}
 	m := c.pending[0]
@@ -134,6 +120,46 @@ func (c *rdmaComm) recv(ctx context.Context, n int) ([]byte, error) {
 		return nil, &sizeError{got: len(m), want: n}
 	}
 	return m[:n], nil
+}
+
+// poll waits for the next completions: received messages go to pending (their receive
+// is posted again), a send's completion sets sendDone. The first failure is kept: a
+// batch can hold the peer's last message followed by the flushes of the remaining
+// receives (perftest closes right after its final message), and the message is still
+// consumed; the error is returned when the caller needs more than was received.
+func (c *rdmaComm) poll(ctx context.Context) error {
+	if c.err != nil {
+		return c.err
+	}
+	k, err := c.cq.Wait(ctx, c.wc[:])
+	if err != nil {
+		if cause := context.Cause(ctx); cause != nil {
+			return cause
+		}
+		return err
+	}
+	for _, wc := range c.wc[:k] {
+		if wc.Status != rnic.StatusSuccess {
+			if c.err == nil {
+				c.err = c.failure(wc)
+			}
+			continue
+		}
+		if wc.WRID == sendWRID {
+			c.sendDone = true
+			continue
+		}
+		if wc.Opcode != rnic.WCRecv || c.err != nil {
+			continue
+		}
+		i := int(wc.WRID)
+		msg := append([]byte(nil), c.rbuf[i*commSlot:i*commSlot+min(int(wc.ByteLen), commSlot)]...)
+		c.pending = append(c.pending, msg)
+		if err := c.postRecv(i); err != nil {
+			c.err = err
+		}
+	}
+	return nil
 }
 
 // failure explains a failed completion on the communication QP.
@@ -198,7 +224,7 @@ type tcpComm struct {
 func newTCPComm(c net.Conn) *tcpComm { return &tcpComm{c: c, end: make(chan struct{})} }
 
 // send writes b in one write(): perftest reads each message with one read().
-func (c *tcpComm) send(b []byte) error {
+func (c *tcpComm) send(_ context.Context, b []byte) error {
 	if _, err := c.c.Write(b); err != nil {
 		return fmt.Errorf("Couldn't send to the peer: %w", err)
 	}

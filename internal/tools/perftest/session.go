@@ -111,7 +111,7 @@ func (s *session) printf(format string, args ...any) { fmt.Fprintf(s.out, format
 // sends. The peer's message must be n bytes.
 func (s *session) xchg(ctx context.Context, msg []byte, n int) ([]byte, error) {
 	if !s.server {
-		if err := s.comm.send(msg); err != nil {
+		if err := s.comm.send(ctx, msg); err != nil {
 			return nil, err
 		}
 		return s.comm.recv(ctx, n)
@@ -120,7 +120,7 @@ func (s *session) xchg(ctx context.Context, msg []byte, n int) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return r, s.comm.send(msg)
+	return r, s.comm.send(ctx, msg)
 }
 
 // hs is ctx_hand_shake: a pingpong_dest each way, binary over rdma_cm, ASCII over TCP.
@@ -504,7 +504,7 @@ func (s *session) closeConnection(ctx context.Context) error {
 		return err
 	}
 	if !s.o.commCM() {
-		return s.comm.send([]byte(doneMsg))
+		return s.comm.send(ctx, []byte(doneMsg))
 	}
 	return nil
 }
