@@ -32,7 +32,8 @@ type Options struct {
 	RoCE *rocev2.Config
 	// CM configures the IB CM timers (nil: RDMA-CM's: response timeout 20, 15 retries).
 	CM *rocev2.CMConfig
-	// UDP configures the RoCEv2 UDP socket (nil: plain socket, no GSO/GRO).
+	// UDP configures the RoCEv2 UDP socket (nil: rocev2.ListenUDP's automatic choice —
+	// UDP GSO on IPv6 links, no GRO).
 	UDP *rocev2.UDPOptions
 	// Link, when set, carries RoCEv2 instead of a UDP socket of its own (an AF_XDP link,
 	// an in-memory test link, a steered socket); the Transport closes it on Close.

@@ -114,3 +114,32 @@ func TestListenUDPNeedsAddress(t *testing.T) {
 		}
 	}
 }
+
+// TestUDPOffloadChoice: nil options choose GSO for an IPv6 link (no IP ID to renumber:
+// every peer's ICRC check passes) and not for an IPv4 one (rxe rejects the renumbered
+// IDs); explicit options are taken as given.
+func TestUDPOffloadChoice(t *testing.T) {
+	for _, tc := range []struct {
+		addr    string
+		opt     *UDPOptions
+		wantGSO bool
+	}{
+		{"127.0.0.1:0", nil, false},
+		{"[::1]:0", nil, true},
+		{"[::1]:0", &UDPOptions{}, false},
+		{"127.0.0.1:0", &UDPOptions{GSO: true}, true},
+	} {
+		l, err := ListenUDP(netip.MustParseAddrPort(tc.addr), tc.opt)
+		if err != nil {
+			if tc.addr[0] == '[' {
+				t.Skipf("no IPv6 loopback on this machine: %v", err)
+			}
+			t.Fatal(err)
+		}
+		gso, gro := l.GSO(), l.GRO()
+		l.Close()
+		if gso != tc.wantGSO || gro {
+			t.Errorf("%s %+v: GSO %v GRO %v, want GSO %v and no GRO", tc.addr, tc.opt, gso, gro, tc.wantGSO)
+		}
+	}
+}

@@ -16,7 +16,11 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// UDPOptions configure a UDPLink.
+// UDPOptions configure a UDPLink. ListenUDP with nil options chooses the offloads
+// itself: GSO on IPv6 links (IPv6 has no IP ID for the kernel to renumber, so every
+// peer's ICRC check passes, rxe's included), off on IPv4 links (where only softrnic
+// peers accept it: set GSO to use it toward them); GRO off (it needs eight 64 KiB
+// receive buffers per link). The zero UDPOptions turns both off.
 type UDPOptions struct {
 	// Batch is the number of datagrams per sendmmsg/recvmmsg (default 64).
 	Batch int
@@ -73,7 +77,8 @@ const udpSegment = 103 // UDP_SEGMENT
 const udpGRO = 104     // UDP_GRO
 const groBufLen = 65536
 
-// ListenUDP opens a UDP link on addr: port 4791 (roce.UDPPort) for a standard
+// ListenUDP opens a UDP link on addr, with o's offloads (nil: chosen by the address
+// family, see UDPOptions): port 4791 (roce.UDPPort) for a standard
 // deployment, another port below 0xC000 to share the IP with other endpoints (peers
 // reach it through an Addr with that UDPPort), or 0 for a free port below 0xC000.
 // Ports 0xC000-0xFFFF are refused (ErrEntropyPort). The address must be a specific
@@ -83,16 +88,18 @@ func ListenUDP(addr netip.AddrPort, o *UDPOptions) (*UDPLink, error) {
 	if !addr.Addr().IsValid() || addr.Addr().IsUnspecified() {
 		return nil, ErrUnspecifiedAddr
 	}
-	var opt UDPOptions
-	if o != nil {
-		opt = *o
-	}
-	if opt.Batch <= 0 {
-		opt.Batch = 64
-	}
 	network := "udp4"
 	if addr.Addr().Is6() && !addr.Addr().Is4In6() {
 		network = "udp6"
+	}
+	var opt UDPOptions
+	if o != nil {
+		opt = *o
+	} else {
+		opt.GSO = network == "udp6" // the automatic choice (see UDPOptions)
+	}
+	if opt.Batch <= 0 {
+		opt.Batch = 64
 	}
 	conn, err := listenUDP(network, addr)
 	if err != nil {
