@@ -447,14 +447,21 @@ func TestEventsBounded(t *testing.T) {
 	if queued > 8 || d.EventsDropped() < 40-8-1 {
 		t.Fatalf("%d events queued, %d dropped", queued, d.EventsDropped())
 	}
-	// the newest survive, in order: the held one and the queued ones
+	// the newest survive, in order: every event posted (40) and not dropped — the queued
+	// ones and the one the event goroutine may already hold
 	var last AsyncEvent
-	for i := 0; i < queued+1; i++ {
+	want := 40 - int(d.EventsDropped())
+	for i := 0; i < want; i++ {
 		select {
 		case last = <-d.Events():
 		case <-time.After(10 * time.Second):
-			t.Fatalf("only %d of %d events delivered", i, queued+1)
+			t.Fatalf("only %d of %d events delivered", i, want)
 		}
+	}
+	select {
+	case e := <-d.Events():
+		t.Fatalf("an event beyond the %d kept: %v", want, e)
+	default:
 	}
 	if last.Type != EventDisconnected {
 		t.Fatalf("last event %v", last)
