@@ -5,6 +5,7 @@ import (
 	"hash/crc32"
 	"io"
 	"net"
+	"sync"
 )
 
 // FPDU framing constants (RFC 5044 §4).
@@ -126,6 +127,17 @@ const (
 	writerArena = 8 << 10
 )
 
+// writerBuf is a Writer's batch memory, taken from writerBufs while FPDUs are queued
+// and given back when the batch has been written, so an idle Writer holds none.
+type writerBuf struct {
+	store [][]byte
+	arena []byte
+}
+
+var writerBufs = sync.Pool{New: func() any {
+	return &writerBuf{store: make([][]byte, 0, writerIOV), arena: make([]byte, writerArena)}
+}}
+
 // Writer frames ULPDUs into FPDUs on an io.Writer (RFC 5044 §4): length,
 // ULPDU, pad, CRC32c and, when enabled, Markers every 512 octets of the
 // stream. FPDUs are gathered into a batch of slices (the framing octets in
@@ -141,18 +153,35 @@ type Writer struct {
 	pos       uint32 // stream position of the next octet, relative to SeqStart
 	fpduStart uint32
 	crc       uint32
-	store     [][]byte // the batch's iovecs
+	wb        *writerBuf // the batch memory while FPDUs are queued, else nil
+	store     [][]byte   // the batch's iovecs (wb's)
 	vec       net.Buffers
-	arena     []byte
-	used      int // octets of arena in the batch
-	bytes     int // octets in the batch
+	arena     []byte // wb's
+	used      int    // octets of arena in the batch
+	bytes     int    // octets in the batch
 }
 
 // NewWriter returns a Writer framing onto w with opt.
 func NewWriter(w io.Writer, opt FramingOptions) *Writer {
-	fw := &Writer{store: make([][]byte, 0, writerIOV), arena: make([]byte, writerArena)}
+	fw := &Writer{}
 	fw.Reset(w, opt)
 	return fw
+}
+
+// acquire takes batch memory from the pool.
+func (fw *Writer) acquire() {
+	fw.wb = writerBufs.Get().(*writerBuf)
+	fw.store, fw.arena = fw.wb.store[:0], fw.wb.arena
+}
+
+// release gives the (empty) batch memory back, with any growth QueueFPDU made.
+func (fw *Writer) release() {
+	if fw.wb == nil {
+		return
+	}
+	fw.wb.store, fw.wb.arena = fw.store[:0], fw.arena
+	writerBufs.Put(fw.wb)
+	fw.wb, fw.store, fw.arena = nil, nil, nil
 }
 
 // Reset makes fw frame onto w with opt, dropping any queued FPDUs but
@@ -161,6 +190,7 @@ func (fw *Writer) Reset(w io.Writer, opt FramingOptions) {
 	fw.w, fw.opt = w, opt
 	fw.pos = opt.StreamOffset &^ 3
 	fw.drop(0, 0, 0)
+	fw.release()
 }
 
 // StreamOffset returns the number of octets framed so far (queued ones
@@ -254,6 +284,9 @@ func (fw *Writer) QueueFPDU(hdr []byte, payload [][]byte) error {
 	if n > MaxULPDU {
 		return ErrULPDUTooLong
 	}
+	if fw.wb == nil {
+		fw.acquire()
+	}
 	// Worst case: length and header, pad, CRC and Markers in the arena; the
 	// header, each payload piece, pad and CRC, and two more per Marker (one
 	// for it, one for the piece it splits) in the iovecs.
@@ -264,7 +297,7 @@ func (fw *Writer) QueueFPDU(hdr []byte, payload [][]byte) error {
 		iov += 2 * mk
 	}
 	if fw.used+arena > len(fw.arena) || len(fw.store)+iov > cap(fw.store) {
-		if err := fw.Flush(); err != nil {
+		if err := fw.flush(); err != nil {
 			return err
 		}
 		if iov > cap(fw.store) { // a payload of very many pieces (not on a hot path)
@@ -311,6 +344,13 @@ func (fw *Writer) QueueFPDU(hdr []byte, payload [][]byte) error {
 // Flush writes the queued FPDUs with one vectored write and empties the
 // batch (also on error: the stream is then broken anyway).
 func (fw *Writer) Flush() error {
+	err := fw.flush()
+	fw.release()
+	return err
+}
+
+// flush writes the batch, keeping its memory.
+func (fw *Writer) flush() error {
 	if len(fw.store) == 0 {
 		return nil
 	}

@@ -4,13 +4,30 @@ import (
 	"encoding/binary"
 	"hash/crc32"
 	"io"
+	"sync"
 )
 
 const (
 	defaultReadBuffer = 4096
 	minReadBuffer     = 64
 	directRead        = 512
+	// smallBuffer is the Reader's own buffer, used while traffic is light (every
+	// refill fits it); the ReadBuffer-sized buffer is taken from a pool shared by all
+	// Readers when a refill fills the small one, and given back when a refill finds
+	// little data, so an idle connection holds no large receive buffer.
+	smallBuffer = 512
 )
+
+// readBufs pools the large Reader buffers by size (a *sync.Pool per size).
+var readBufs sync.Map
+
+func readBufPool(size int) *sync.Pool {
+	if p, ok := readBufs.Load(size); ok {
+		return p.(*sync.Pool)
+	}
+	p, _ := readBufs.LoadOrStore(size, &sync.Pool{New: func() any { b := make([]byte, size); return &b }})
+	return p.(*sync.Pool)
+}
 
 // VectoredReader is an optional interface of the io.Reader given to a Reader:
 // ReadVectored reads into bufs in order with one call (readv(2) on a socket),
@@ -57,8 +74,12 @@ type Reader struct {
 	vec       [2][]byte
 	crcOn     bool
 	markers   bool
-	buf       []byte
+	buf       []byte // the buffer in use: small, or big while traffic is heavy
 	rp, wp    int
+	size      int     // the large buffer's size (FramingOptions.ReadBuffer)
+	big       *[]byte // the large buffer, from readBufPool(size), or nil
+	small     [smallBuffer]byte
+	lastFill  int // octets the last refill of buf brought in
 	direct    int
 	pos       uint32 // stream position of the next unread octet
 	fpduStart uint32
@@ -68,7 +89,7 @@ type Reader struct {
 	in        bool
 	badMarker bool
 	err       error
-	small     [CRCLen]byte
+	tiny      [CRCLen]byte
 	lbuf      [LengthLen]byte
 }
 
@@ -80,7 +101,7 @@ func NewReader(r io.Reader, opt FramingOptions) *Reader {
 }
 
 // Reset makes fr deframe from r with opt, dropping buffered data and any
-// error but keeping its buffer when the size is unchanged.
+// error.
 func (fr *Reader) Reset(r io.Reader, opt FramingOptions) {
 	size := opt.ReadBuffer
 	if size <= 0 {
@@ -89,19 +110,44 @@ func (fr *Reader) Reset(r io.Reader, opt FramingOptions) {
 	if size < minReadBuffer {
 		size = minReadBuffer
 	}
-	buf := fr.buf
-	if len(buf) != size {
-		buf = make([]byte, size)
-	}
+	fr.Release()
 	vr, _ := r.(VectoredReader)
 	*fr = Reader{
 		r:       r,
 		vr:      vr,
 		crcOn:   opt.CRC,
 		markers: opt.Markers,
-		buf:     buf,
+		size:    size,
 		direct:  min(directRead, size),
 		pos:     opt.StreamOffset &^ 3,
+	}
+	fr.buf = fr.small[:min(smallBuffer, size)]
+}
+
+// Release gives the large buffer back to the pool if the Reader holds one and has
+// nothing buffered in it (a Reader that will not be read again should call it; a
+// later read takes a buffer again as needed).
+func (fr *Reader) Release() {
+	if fr.big == nil || fr.rp != fr.wp {
+		return
+	}
+	readBufPool(fr.size).Put(fr.big)
+	fr.big = nil
+	fr.buf = fr.small[:min(smallBuffer, fr.size)]
+	fr.rp, fr.wp = 0, 0
+}
+
+// refillBuffer picks the buffer for a refill of the empty buffer: the large one
+// after a refill that filled the small one, the small one again after a refill that
+// brought less than the small one holds.
+func (fr *Reader) refillBuffer() {
+	fr.rp, fr.wp = 0, 0
+	switch {
+	case fr.big == nil && fr.lastFill == len(fr.small) && fr.size > len(fr.small):
+		fr.big = readBufPool(fr.size).Get().(*[]byte)
+		fr.buf = *fr.big
+	case fr.big != nil && fr.lastFill < len(fr.small):
+		fr.Release()
 	}
 }
 
@@ -142,11 +188,12 @@ func (fr *Reader) raw(p []byte, n int) (int, error) {
 			}
 			return 0, err
 		}
-		fr.rp, fr.wp = 0, 0
+		fr.refillBuffer()
 		for fr.wp == 0 {
 			m, err := fr.r.Read(fr.buf)
 			if m > 0 {
 				fr.wp = m
+				fr.lastFill = m
 				break
 			}
 			if err == nil {
@@ -174,11 +221,17 @@ func (fr *Reader) readDirect(p []byte) (int, error) {
 	if fr.vr == nil {
 		return fr.r.Read(p)
 	}
+	fr.refillBuffer()
 	fr.vec[0], fr.vec[1] = p, fr.buf
 	m, err := fr.vr.ReadVectored(fr.vec[:])
 	fr.vec[0], fr.vec[1] = nil, nil // keep no reference to the caller's memory
+	fr.lastFill = 0
 	if m > len(p) {
 		fr.rp, fr.wp = 0, min(m, len(p)+len(fr.buf))-len(p)
+		// What follows a large payload is its trailer and the next FPDU's header,
+		// which the small buffer holds; a full small buffer here is the start of the
+		// next large payload, which a large buffer would only copy more of.
+		fr.lastFill = min(fr.wp, len(fr.small)-1)
 		m = len(p)
 	}
 	return m, err
@@ -202,10 +255,10 @@ func (fr *Reader) rawFull(p []byte, crc bool) error {
 // lies inside the current FPDU (RFC 5044 §4.3).
 func (fr *Reader) marker() error {
 	at := fr.pos
-	if err := fr.rawFull(fr.small[:MarkerLen], true); err != nil {
+	if err := fr.rawFull(fr.tiny[:MarkerLen], true); err != nil {
 		return err
 	}
-	ptr := binary.BigEndian.Uint32(fr.small[:]) & 0xFFFC // reserved half and low 2 bits ignored
+	ptr := binary.BigEndian.Uint32(fr.tiny[:]) & 0xFFFC // reserved half and low 2 bits ignored
 	if ptr != at-fr.fpduStart {
 		fr.badMarker = true
 	}
@@ -261,15 +314,15 @@ func (fr *Reader) Next() (int, error) {
 	fr.crc, fr.badMarker = 0, false
 	first := true
 	if fr.markers && fr.pos%MarkerInterval == 0 {
-		if _, err := fr.raw(fr.small[:1], 1); err != nil {
+		if _, err := fr.raw(fr.tiny[:1], 1); err != nil {
 			fr.err = err // io.EOF stays io.EOF at a boundary
 			return 0, err
 		}
 		first = false
-		if err := fr.rawFull(fr.small[1:MarkerLen], true); err != nil {
+		if err := fr.rawFull(fr.tiny[1:MarkerLen], true); err != nil {
 			return 0, fr.fail(err)
 		}
-		if binary.BigEndian.Uint32(fr.small[:])&0xFFFC != 0 {
+		if binary.BigEndian.Uint32(fr.tiny[:])&0xFFFC != 0 {
 			fr.badMarker = true
 		}
 	}
@@ -374,11 +427,11 @@ func (fr *Reader) End() error {
 			return fr.fail(err)
 		}
 	}
-	if err := fr.rawFull(fr.small[:CRCLen], false); err != nil {
+	if err := fr.rawFull(fr.tiny[:CRCLen], false); err != nil {
 		return fr.fail(err)
 	}
 	fr.in = false
-	if fr.crcOn && GetCRC(fr.small[:]) != fr.crc {
+	if fr.crcOn && GetCRC(fr.tiny[:]) != fr.crc {
 		fr.err = errCRC
 		return errCRC
 	}

@@ -47,6 +47,25 @@ type SendWQE struct {
 	done   bool
 	status Status
 	seq    uint64 // post sequence number
+	qp     *QP    // the QP it is posted on (WQEs are pooled across QPs)
+}
+
+// sendWQEs pools send WQEs across the QPs of the process: a WQE is taken at post time
+// and given back when it retires, so a QP's send queue costs memory for the work in
+// flight only, whatever its depth (MaxSendWR bounds the work, not the memory).
+var sendWQEs = sync.Pool{New: func() any { return new(SendWQE) }}
+
+// getSendWQE takes a WQE from the pool.
+func getSendWQE() *SendWQE { return sendWQEs.Get().(*SendWQE) }
+
+// putSendWQE gives a retired WQE back, dropping its references to the application's
+// memory and objects; its slices keep their capacity for the next post.
+func putSendWQE(w *SendWQE) {
+	clear(w.Segs)
+	sgl, segs, inl := w.sgl[:0], w.Segs[:0], w.inline[:0]
+	*w = SendWQE{sgl: sgl, inline: inl}
+	w.Segs = segs
+	sendWQEs.Put(w)
 }
 
 // QP is a reliable-connected queue pair.
@@ -64,7 +83,7 @@ type QP struct {
 	doneCh    chan struct{}
 	lastErr   error
 
-	sq                   []SendWQE
+	sq                   []*SendWQE // ring of the posted WQEs sqHead..sqTl, indexed seq % len
 	sqHead, sqNext, sqTl uint64
 
 	rq    recvQueue
@@ -101,19 +120,12 @@ func (d *Device) CreateQP(pd *PD, attr QPAttr) (*QP, error) {
 		c.MaxSendWR = 1
 	}
 	q := &QP{dev: d, pd: pd, attr: attr, doneCh: make(chan struct{})}
-	q.sq = make([]SendWQE, c.MaxSendWR)
-	for i := range q.sq {
-		q.sq[i].sgl = make([]SGE, 0, c.MaxSendSGE)
-		q.sq[i].Segs = make([][]byte, 0, max(c.MaxSendSGE, 1))
-		q.sq[i].inline = make([]byte, 0, c.MaxInline)
-	}
 	if attr.SRQ == nil {
 		if c.MaxRecvWR == 0 {
 			c.MaxRecvWR = 1
 		}
 		q.rq = newRecvQueue(c.MaxRecvWR, c.MaxRecvSGE)
 	}
-	q.taken = make([]*RecvWQE, 0, 4)
 	d.qpMu.Lock()
 	if len(d.qps) >= d.cfg.MaxQP {
 		d.qpMu.Unlock()
@@ -206,22 +218,22 @@ func (q *QP) PostSend(wr *SendWR) error {
 		q.mu.Unlock()
 		return ErrQPState
 	}
-	if q.sqTl-q.sqHead == uint64(len(q.sq)) {
+	used := q.sqTl - q.sqHead
+	if used == uint64(c.MaxSendWR) {
 		q.mu.Unlock()
 		return ErrQueueFull
 	}
-	w := &q.sq[q.sqTl%uint64(len(q.sq))]
-	sgl, segs, inl := w.sgl, w.Segs, w.inline
+	if used == uint64(len(q.sq)) {
+		q.growSQ()
+	}
+	w := getSendWQE()
+	sgl, inl := w.sgl, w.inline
 	w.SendWR = *wr
 	w.sgl = append(sgl[:0], wr.SGL...)
 	w.SGL = w.sgl
-	w.Segs = segs[:0]
 	w.inline = inl[:0]
-	w.Len = 0
-	w.done = false
-	w.status = StatusSuccess
-	w.Scratch = [4]uint64{}
 	w.seq = q.sqTl
+	w.qp = q
 	if q.attr.SignalAll {
 		w.Flags |= Signaled
 	}
@@ -232,17 +244,20 @@ func (q *QP) PostSend(wr *SendWR) error {
 		}
 		if n > uint64(c.MaxInline) {
 			q.mu.Unlock()
+			putSendWQE(w)
 			return ErrInlineTooLong
 		}
 		for _, s := range wr.SGL {
 			b, err := q.pd.resolveLocal(s, false)
 			if err != nil {
 				q.mu.Unlock()
+				putSendWQE(w)
 				return err
 			}
 			w.inline = append(w.inline, b...)
 		}
 	}
+	q.sq[q.sqTl%uint64(len(q.sq))] = w
 	q.sqTl++
 	st, t, flushNow := q.state, q.t, q.state == QPError && q.tDone
 	var fs, fr bool
@@ -255,6 +270,17 @@ func (q *QP) PostSend(wr *SendWR) error {
 		t.SendQueued()
 	}
 	return nil
+}
+
+// growSQ doubles the send ring (from 4, up to MaxSendWR), keeping every posted WQE at
+// its sequence number. The caller holds mu.
+func (q *QP) growSQ() {
+	n := uint64(min(max(2*len(q.sq), 4), q.attr.Cap.MaxSendWR))
+	sq := make([]*SendWQE, n)
+	for s := q.sqHead; s != q.sqTl; s++ {
+		sq[s%n] = q.sq[s%uint64(len(q.sq))]
+	}
+	q.sq = sq
 }
 
 // PostRecv posts a receive buffer on the QP's own receive queue (ErrInvalidArg with an SRQ).
@@ -441,7 +467,7 @@ func (q *QP) nextSend() *SendWQE {
 		q.mu.Unlock()
 		return nil
 	}
-	w := &q.sq[q.sqNext%uint64(len(q.sq))]
+	w := q.sq[q.sqNext%uint64(len(q.sq))]
 	q.sqNext++
 	q.mu.Unlock()
 	if st := q.resolveSend(w); st != StatusSuccess {
@@ -491,7 +517,7 @@ func (q *QP) resolveSend(w *SendWQE) Status {
 func (q *QP) isOldest(w *SendWQE) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return q.sqHead != q.sqTl && &q.sq[q.sqHead%uint64(len(q.sq))] == w
+	return q.sqHead != q.sqTl && q.sq[q.sqHead%uint64(len(q.sq))] == w
 }
 
 // completeSend finishes a send WQE taken with NextSend. Completions are generated in post
@@ -500,7 +526,7 @@ func (q *QP) isOldest(w *SendWQE) bool {
 // is ignored.
 func (q *QP) completeSend(w *SendWQE, st Status) {
 	q.mu.Lock()
-	if w.done || w.seq < q.sqHead || w.seq >= q.sqNext {
+	if w.qp != q || w.done || w.seq < q.sqHead || w.seq >= q.sqNext {
 		q.mu.Unlock() // already completed or flushed: ignore
 		return
 	}
@@ -519,7 +545,8 @@ func (q *QP) completeSend(w *SendWQE, st Status) {
 func (q *QP) retireLocked(flush bool) (fire, lost bool) {
 	n := uint64(len(q.sq))
 	for q.sqHead != q.sqTl {
-		w := &q.sq[q.sqHead%n]
+		i := q.sqHead % n
+		w := q.sq[i]
 		if !w.done {
 			if !flush {
 				break
@@ -534,7 +561,8 @@ func (q *QP) retireLocked(flush bool) (fire, lost bool) {
 			f, l := q.attr.SendCQ.push(&c)
 			fire, lost = fire || f, lost || l
 		}
-		w.done = false
+		q.sq[i] = nil
+		putSendWQE(w)
 		q.sqHead++
 	}
 	if flush {

@@ -13,14 +13,16 @@ type RecvWQE struct {
 	idx  int32
 }
 
-// recvQueue is a FIFO of posted receives over preallocated slots. A slot is occupied from
-// post until release (so also while lent to a transport); at most limit slots are occupied.
-// Slots are allocated individually stable (pointers lent to transports stay valid) and
-// are never freed before the queue: resize grows the slot table or lowers limit.
+// recvQueue is a FIFO of posted receives over slots. A slot is occupied from post until
+// release (so also while lent to a transport); at most limit slots are occupied. Slots are
+// allocated when a post finds none free, one at a time and individually (pointers lent
+// to transports stay valid), and are kept for reuse until the queue goes: the memory of
+// a queue follows the most receives ever posted to it, not its depth, so an idle QP with
+// a deep receive queue costs nothing for it. Resize only changes limit.
 type recvQueue struct {
 	slots  []*RecvWQE
 	free   []int32
-	fifo   []int32
+	fifo   []int32 // ring of posted slots, grown (doubling, up to limit) when full
 	head   int
 	n      int
 	limit  int
@@ -28,24 +30,7 @@ type recvQueue struct {
 }
 
 func newRecvQueue(depth, maxSGE int) recvQueue {
-	q := recvQueue{free: make([]int32, 0, depth), fifo: make([]int32, depth), limit: depth, maxSGE: maxSGE}
-	q.addSlots(depth)
-	return q
-}
-
-// addSlots appends n free slots to the slot table (free must have room for them).
-func (q *recvQueue) addSlots(n int) {
-	base := len(q.slots)
-	ws := make([]RecvWQE, n)
-	for i := range ws {
-		ws[i].SGL = make([]SGE, 0, q.maxSGE)
-		ws[i].Segs = make([][]byte, 0, q.maxSGE)
-		ws[i].idx = int32(base + i)
-		q.slots = append(q.slots, &ws[i])
-	}
-	for i := base + n - 1; i >= base; i-- {
-		q.free = append(q.free, int32(i))
-	}
+	return recvQueue{limit: depth, maxSGE: maxSGE}
 }
 
 // resize sets the number of slots that may be occupied; it fails with ErrInvalidArg when
@@ -54,30 +39,37 @@ func (q *recvQueue) resize(depth int) error {
 	if depth < len(q.slots)-len(q.free) {
 		return ErrInvalidArg
 	}
-	if grow := depth - len(q.slots); grow > 0 {
-		free := make([]int32, len(q.free), depth)
-		copy(free, q.free)
-		q.free = free
-		q.addSlots(grow)
-		fifo := make([]int32, depth)
-		for i := 0; i < q.n; i++ {
-			fifo[i] = q.fifo[(q.head+i)%len(q.fifo)]
-		}
-		q.fifo, q.head = fifo, 0
-	}
 	q.limit = depth
 	return nil
+}
+
+// slot returns a free slot, allocating one when none is free.
+func (q *recvQueue) slot() int32 {
+	if k := len(q.free); k > 0 {
+		i := q.free[k-1]
+		q.free = q.free[:k-1]
+		return i
+	}
+	i := int32(len(q.slots))
+	q.slots = append(q.slots, &RecvWQE{SGL: make([]SGE, 0, q.maxSGE), Segs: make([][]byte, 0, q.maxSGE), idx: i})
+	return i
 }
 
 func (q *recvQueue) post(wr *RecvWR) error {
 	if len(wr.SGL) > q.maxSGE {
 		return ErrTooManySGE
 	}
-	if len(q.free) == 0 || len(q.slots)-len(q.free) >= q.limit {
+	if len(q.slots)-len(q.free) >= q.limit {
 		return ErrQueueFull
 	}
-	i := q.free[len(q.free)-1]
-	q.free = q.free[:len(q.free)-1]
+	if q.n == len(q.fifo) { // the ring is full: grow it, keeping the FIFO order
+		fifo := make([]int32, min(max(2*len(q.fifo), 4), max(q.limit, q.n+1)))
+		for i := 0; i < q.n; i++ {
+			fifo[i] = q.fifo[(q.head+i)%len(q.fifo)]
+		}
+		q.fifo, q.head = fifo, 0
+	}
+	i := q.slot()
 	w := q.slots[i]
 	w.WRID = wr.WRID
 	w.SGL = append(w.SGL[:0], wr.SGL...)
@@ -106,6 +98,7 @@ func (q *recvQueue) take() *RecvWQE {
 }
 
 func (q *recvQueue) release(w *RecvWQE) {
+	clear(w.Segs) // keep no reference to the memory it was resolved to
 	w.Segs = w.Segs[:0]
 	q.free = append(q.free, w.idx)
 }
@@ -165,8 +158,8 @@ func (s *SRQ) Len() int {
 // shrink, but not below the number of receives posted and not yet completed (those still
 // on the SRQ and those QPs have taken), which fails with ErrInvalidArg and changes nothing;
 // also ErrInvalidArg for a depth outside 1..Config.MaxQPWR. Posted receives, receives lent
-// to transports and the armed limit are kept. Growing allocates; shrinking keeps the
-// memory of the slots for a later grow.
+// to transports and the armed limit are kept. Memory follows the receives posted (see
+// recvQueue), so neither growing nor shrinking allocates.
 func (s *SRQ) Resize(maxWR int) error {
 	if maxWR <= 0 || maxWR > s.pd.dev.cfg.MaxQPWR {
 		return ErrInvalidArg

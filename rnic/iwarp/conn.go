@@ -79,10 +79,10 @@ type Conn struct {
 	curGot    uint64
 	tagged    ddp.TaggedStream
 	rtrExpect bool
-	rxAny     bool   // an FPDU has arrived
-	staging   bool   // CRC negotiated: each ULPDU is read whole and verified first (stage)
-	stageBuf  []byte // the staging buffer
-	staged    []byte // the unread rest of the staged ULPDU
+	rxAny     bool                // an FPDU has arrived
+	staging   bool                // CRC negotiated: each ULPDU is read whole and verified first (stage)
+	stageBuf  *[mpa.MaxULPDU]byte // the staging buffer while an FPDU is processed
+	staged    []byte              // the unread rest of the staged ULPDU
 	lastWrite bool
 }
 
@@ -116,9 +116,6 @@ func newConn(qp *rnic.QP, nc net.Conn, cfg Config, p mpa.Params, initiator bool,
 	rx.ReadBuffer = rxReadBuffer
 	c.rd = mpa.NewReader(rxStream(nc), rx)
 	c.wr = mpa.NewWriter(nc, p.TxFraming())
-	c.pieces = make([][]byte, 0, 32)
-	c.rxPieces = make([][]byte, 0, 32)
-	c.sent = make([]*rnic.SendWQE, 0, 64)
 	for i := range c.txMSN {
 		c.txMSN[i] = ddp.InitialMSN
 		c.rxMSN[i] = ddp.InitialMSN
@@ -308,6 +305,7 @@ func (c *Conn) exit() {
 	err := c.err
 	c.mu.Unlock()
 	c.nudgeStop()
+	c.rd.Release()
 	c.qp.TransportDone(err)
 	if c.release != nil {
 		c.release()

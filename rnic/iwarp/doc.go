@@ -36,8 +36,8 @@
 // (untagged), and reads the payload from the socket straight into the registered memory.
 // Deframing is mpa.Reader's, over the socket wrapped as an mpa.VectoredReader: without
 // Markers one readv(2) places the payload and fetches the next FPDU's header and CRC.
-// With CRC negotiated the receiver first reads the whole FPDU into a per-connection
-// staging buffer and verifies the CRC, then interprets and places it (one more copy of
+// With CRC negotiated the receiver first reads the whole FPDU into a staging buffer
+// (pooled) and verifies the CRC, then interprets and places it (one more copy of
 // the payload), so an FPDU with a bad CRC leaves no trace in any region (RFC 5044 §6). Every violation is answered with a Terminate carrying the RFC
 // 5040/5041/5044 layer, type and code; the QP then moves to Error.
 //
@@ -145,8 +145,8 @@
 //	                                          drained this long before the socket closes
 //	(EPIPE grace)            100 ms           a write that failed with EPIPE waits this long
 //	                                          for the receiver to report the cause
-//	(CRC staging buffer)     ≤ 64 KiB         per connection with CRC, grown to the largest
-//	                                          FPDU received
+//	(CRC staging buffer)     64 KiB           taken from a pool shared by all connections
+//	                                          while one FPDU is verified and placed
 //	IRD / ORD (ConnParam)    16               inbound / outbound Reads and atomics; a peer
 //	                                          exceeding our IRD gets a Terminate (0/2/0x07)
 //	MPA private data         256 bytes        MPA.MaxPrivateData (siw's cap), at most 512

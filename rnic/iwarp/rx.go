@@ -7,6 +7,7 @@ package iwarp
 import (
 	"errors"
 	"io"
+	"sync"
 
 	"github.com/softrnic/softrnic/ddp"
 	"github.com/softrnic/softrnic/mpa"
@@ -26,7 +27,9 @@ func (c *Conn) recvLoop() {
 		if c.staging && !c.stage(n) {
 			return
 		}
-		if !c.segment(n) {
+		ok := c.segment(n)
+		c.unstage()
+		if !ok {
 			return
 		}
 	}
@@ -73,11 +76,11 @@ func (c *Conn) rxError(err error) {
 // negotiated a ULPDU is not passed to DDP before its CRC has been verified (RFC 5044 §6,
 // §7), so an FPDU with a bad CRC leaves no trace in any region, even when the corruption
 // is in the header that names the target. The cost is one copy of the payload (staging
-// buffer to registered memory); the buffer grows to the largest FPDU received, at most
-// 64 KiB (MPA's 16-bit length).
+// buffer to registered memory). The buffer (64 KiB: MPA's 16-bit length) comes from a
+// pool shared by all connections for the time one FPDU is processed.
 func (c *Conn) stage(n int) bool {
-	if cap(c.stageBuf) < n {
-		c.stageBuf = make([]byte, max(n, min(2*cap(c.stageBuf), mpa.MaxULPDU)))
+	if c.stageBuf == nil {
+		c.stageBuf = stageBufs.Get().(*[mpa.MaxULPDU]byte)
 	}
 	b := c.stageBuf[:n]
 	if err := c.rd.ReadFull(b); err != nil {
@@ -90,6 +93,17 @@ func (c *Conn) stage(n int) bool {
 	}
 	c.staged = b
 	return true
+}
+
+// stageBufs pools the CRC staging buffers.
+var stageBufs = sync.Pool{New: func() any { return new([mpa.MaxULPDU]byte) }}
+
+// unstage gives the staging buffer back after an FPDU was processed.
+func (c *Conn) unstage() {
+	if c.stageBuf != nil {
+		stageBufs.Put(c.stageBuf)
+		c.stageBuf, c.staged = nil, nil
+	}
 }
 
 // rxRead fills p with the next len(p) bytes of the current ULPDU: from the verified

@@ -165,7 +165,7 @@ func (e *Endpoint) connect(qp *rnic.QP, attr ConnAttr, o connOpts) (*Conn, error
 		c.kaIdle = time.Now()
 		c.kaNext = c.kaIdle.Add(e.cfg.KeepAlive / 4)
 	}
-	c.sq = make([]sqe, qp.Attr().Cap.MaxSendWR)
+	c.sqMax = qp.Attr().Cap.MaxSendWR
 	c.sendPSN, c.maxSent, c.unaPSN = attr.SendPSN&roce.PSNMask, attr.SendPSN&roce.PSNMask, attr.SendPSN&roce.PSNMask
 	c.ePSN = attr.RecvPSN & roce.PSNMask
 	c.retryLeft, c.rnrLeft = cfg.RetryCnt, cfg.RNRRetry

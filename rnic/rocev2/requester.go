@@ -15,7 +15,8 @@ import (
 // requester is the state the requester and the completer share (rxe's qp->req and
 // qp->comp): the send queue window and its PSNs, retry counters and timers.
 type requester struct {
-	sq             []sqe
+	sq             []sqe // ring of the WQEs taken from the QP, grown up to sqMax
+	sqMax          int
 	sqHead, sqSend uint64
 	sqTail         uint64
 	sendPSN        roce.PSN
@@ -137,6 +138,17 @@ func (c *Conn) armAck(now time.Time) {
 	c.ackDeadline = now.Add(c.tmo)
 }
 
+// growSQ doubles the requester's ring (from 4, up to sqMax), keeping each entry at its
+// index; the caller holds no entry pointer.
+func (c *Conn) growSQ() {
+	n := uint64(min(max(2*len(c.sq), 4), c.sqMax))
+	sq := make([]sqe, n)
+	for i := c.sqHead; i != c.sqTail; i++ {
+		sq[i%n] = c.sq[i%uint64(len(c.sq))]
+	}
+	c.sq = sq
+}
+
 func (c *Conn) ent(i uint64) *sqe { return &c.sq[i%uint64(len(c.sq))] }
 
 func isRdAtomic(op rnic.Opcode) bool {
@@ -205,6 +217,9 @@ func (c *Conn) fill() int {
 	}
 	for n < len(txb) {
 		if c.sqSend == c.sqTail {
+			if c.sqTail-c.sqHead == uint64(len(c.sq)) && len(c.sq) < c.sqMax {
+				c.growSQ()
+			}
 			w := c.qp.NextSend()
 			if w == nil {
 				break

@@ -58,7 +58,8 @@ type responder struct {
 	res        []rdRes // MaxDestRd responder resources, the oldest overwritten
 	resNext    int
 	resGen     uint32
-	rdq        []rdJob // READ responses and the control packets queued behind them
+	rdq        []rdJob // READ responses and the control packets queued behind them (a ring, grown up to rdqMax)
+	rdqMax     int
 	rdHead     int
 	rdLen      int
 	rdReads    int // new (not duplicate) READs in rdq, limited to MaxDestRd
@@ -88,7 +89,25 @@ func (c *Conn) rcInput(r *rxCtx, p *roce.Packet) {
 
 func (c *Conn) initResponder() {
 	c.res = make([]rdRes, c.cfg.MaxDestRd)
-	c.rdq = make([]rdJob, 4*c.cfg.MaxDestRd+64)
+	c.rdqMax = 4*c.cfg.MaxDestRd + 64
+}
+
+// rdqFull reports whether the response queue holds rdqMax jobs; below that it makes
+// room for one more (the ring grows from 4 by doubling as READs come in, so a QP that
+// serves no READ holds no queue).
+func (c *Conn) rdqFull() bool {
+	if c.rdLen < len(c.rdq) {
+		return false
+	}
+	if c.rdLen >= c.rdqMax {
+		return true
+	}
+	q := make([]rdJob, min(max(2*len(c.rdq), 4), c.rdqMax))
+	for i := 0; i < c.rdLen; i++ {
+		q[i] = c.rdq[(c.rdHead+i)%len(c.rdq)]
+	}
+	c.rdq, c.rdHead = q, 0
+	return false
 }
 
 // remember records an executed READ or atomic as a responder resource.
@@ -118,7 +137,7 @@ func (c *Conn) sendAck(r *rxCtx, syn roce.Syndrome, psn roce.PSN, orig uint64, a
 	var k *ctlPkt
 	var j *rdJob
 	if c.rdLen > 0 {
-		if c.rdLen == len(c.rdq) {
+		if c.rdqFull() {
 			return
 		}
 		j = &c.rdq[(c.rdHead+c.rdLen)%len(c.rdq)]
@@ -211,7 +230,7 @@ func (c *Conn) duplicate(r *rxCtx, p *roce.Packet) {
 			c.e.DupReadsDropped.Add(1)
 			return
 		}
-		if res.replaying || c.rdLen == len(c.rdq) {
+		if res.replaying || c.rdqFull() {
 			return // the requester retries after its timeout
 		}
 		var buf []byte
@@ -419,7 +438,7 @@ func (c *Conn) execute(r *rxCtx, p *roce.Packet) {
 			fail(roce.NAKInvalidRequest) // more than max_dest_rd_atomic outstanding
 			return
 		}
-		if c.rdLen == len(c.rdq) {
+		if c.rdqFull() {
 			return // queue full of duplicates and ACKs: let the requester retry
 		}
 		l := uint64(p.RETH.DMALen())
