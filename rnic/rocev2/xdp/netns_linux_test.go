@@ -630,6 +630,8 @@ func TestNeighbourResolutionDoesNotStall(t *testing.T) {
 	defer b.Close()
 	good := b.LocalAddr()
 	// resolve the good peer first (this may wait for ARP, asynchronously)
+	// waitArrive sends to the good peer until a packet arrives there (a lost packet is
+	// sent again, logged; the test fails after ten tries rather than waiting for ever)
 	waitArrive := func() {
 		t.Helper()
 		got := make(chan error, 1)
@@ -638,11 +640,22 @@ func TestNeighbourResolutionDoesNotStall(t *testing.T) {
 			_, err := b.Recv(bufs, make([]int, 1), make([]netip.AddrPort, 1))
 			got <- err
 		}()
-		if err := a.Send([][]byte{make([]byte, 40)}, good); err != nil {
-			t.Fatal(err)
-		}
-		if err := <-got; err != nil {
-			t.Fatal(err)
+		for try := 1; ; try++ {
+			if err := a.Send([][]byte{make([]byte, 40)}, good); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case err := <-got:
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			case <-time.After(2 * time.Second):
+				if try == 10 {
+					t.Fatalf("nothing arrived at the good peer after %d sends: %+v", try, a.Port().Stats())
+				}
+				t.Logf("send %d to the good peer did not arrive within 2 s, sending again: %+v", try, a.Port().Stats())
+			}
 		}
 	}
 	waitArrive()
