@@ -102,7 +102,7 @@ type Conn struct {
 	flushResp bool // send the queued responses before stopping (responder NAK)
 	dead      bool
 	inBatch   bool
-	held      int // receive completions held in the receive goroutine's batch (rxCtx.recvs)
+	held      atomic.Int32 // receive completions held in the receive goroutine's batch (rxCtx.recvs)
 	fatal     bool
 	err       error     // why the connection ended
 	used      bool      // a packet was received or a request sent
@@ -308,7 +308,7 @@ func (c *Conn) run() {
 			continue
 		}
 		if c.disc.Load() == 2 || (c.disc.Load() == 1 && c.idleLocked()) {
-			if c.held > 0 {
+			if c.held.Load() > 0 {
 				// The receive goroutine still holds receive completions of this
 				// connection (rxCtx.recvs): they precede the flush. It wakes us.
 				c.mu.Unlock()

@@ -192,10 +192,9 @@ func (r *rxCtx) deliver() {
 	for i := range r.recvs {
 		d := &r.recvs[i]
 		d.c.qp.CompleteRecv(d.w, d.res)
-		d.c.mu.Lock()
-		d.c.held--
-		d.c.mu.Unlock()
-		d.c.wake() // its run goroutine may be waiting to flush the queues
+		if d.c.held.Add(-1) == 0 && d.c.disc.Load() != 0 {
+			d.c.wake() // its run goroutine may be waiting to flush the queues
+		}
 		*d = doneRecv{}
 	}
 	r.recvs = r.recvs[:0]

@@ -180,14 +180,14 @@ func (c *Conn) flushAck(r *rxCtx) {
 
 // completeRecv completes a receive WQE of this connection at the end of the receive
 // batch, after the batch's ACKs have been sent (Endpoint.endBatch); when the batch's list
-// is full it completes it at once. The caller holds c.mu.
+// is full it completes it at once.
 func (c *Conn) completeRecv(r *rxCtx, w *rnic.RecvWQE, res rnic.RecvResult) {
 	if len(r.recvs) == cap(r.recvs) {
 		c.qp.CompleteRecv(w, res)
 		return
 	}
 	r.recvs = append(r.recvs, doneRecv{c: c, w: w, res: res})
-	c.held++
+	c.held.Add(1)
 }
 
 // nak answers the packet at ePSN with a NAK and moves the QP to Error
