@@ -6,10 +6,12 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"net"
+	"net/netip"
 	"testing"
 	"time"
+
+	"github.com/softrnic/softrnic/rnic/rocev2"
 )
 
 // A port of the flow of OFA DAPL's dtest over the iWARP transport in one
@@ -368,19 +370,19 @@ func TestConnectRejectAndUnreachable(t *testing.T) {
 // port (IBTA A17.3: the requester's source port is its own).
 func TestDTestFlowRoCEOneIP(t *testing.T) {
 	const ip = "127.0.0.6"
-	// free ports below 0xC000 (the range above is RoCEv2's source-port entropy)
+	// two free ports below 0xC000 (rocev2.ListenUDP's choice for port 0: the range above
+	// is RoCEv2's source-port entropy), both held until both are known
 	var ports [2]int
-	for i, p := 0, 20000+rand.IntN(20000); i < len(ports) && p < 49152; p++ {
-		c, err := net.ListenPacket("udp", fmt.Sprintf("%s:%d", ip, p))
+	var links [2]*rocev2.UDPLink
+	for i := range links {
+		l, err := rocev2.ListenUDP(netip.AddrPortFrom(netip.MustParseAddr(ip), 0), nil)
 		if err != nil {
-			continue
+			t.Fatal(err)
 		}
-		c.Close()
-		ports[i] = p
-		i++
+		links[i], ports[i] = l, int(l.LocalAddr().Port())
 	}
-	if ports[1] == 0 {
-		t.Fatalf("no free UDP ports on %s", ip)
+	for _, l := range links {
+		l.Close()
 	}
 	srv := newSideOn(t, fmt.Sprintf("rocev2 %s:%d", ip, ports[0]))
 	cli := newSideOn(t, fmt.Sprintf("rocev2 %s:%d", ip, ports[1]))
