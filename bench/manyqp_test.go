@@ -102,27 +102,8 @@ func heapProfile(t *testing.T, what string) {
 func TestManyQPsIWARP(t *testing.T) {
 	n := manyQPCount(t)
 	pairs := n / 2
-	cd, _ := rnic.Open(rnic.Config{})
-	sd, _ := rnic.Open(rnic.Config{})
-	defer cd.Close()
-	defer sd.Close()
-	for _, d := range []*rnic.Device{cd, sd} {
-		go func() {
-			for range d.Events() {
-			}
-		}()
-	}
-	cpd, _ := cd.AllocPD()
-	spd, _ := sd.AllocPD()
-	ccq, _ := cd.CreateCQ(1024)
-	scq, _ := sd.CreateCQ(1024)
-	cfg := iwarp.DefaultConfig()
-	cfg.MaxConns, cfg.MaxDeviceConns, cfg.Backlog = -1, -1, 1024
-	ln, err := iwarp.Listen(sd, "127.0.0.1:0", cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
+	p := newDevPair(t)
+	ln, cfg := p.iwarpListen(t)
 	m0 := sampleMem()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
@@ -135,7 +116,7 @@ func TestManyQPsIWARP(t *testing.T) {
 				accErr <- err
 				return
 			}
-			qp, err := sd.CreateQP(spd, rnic.QPAttr{SendCQ: scq, RecvCQ: scq})
+			qp, err := p.serverQP()
 			if err == nil {
 				_, err = r.Accept(qp, iwarp.ConnParam{})
 			}
@@ -152,7 +133,7 @@ func TestManyQPsIWARP(t *testing.T) {
 	errs := make(chan error, pairs)
 	sem := make(chan struct{}, 32)
 	for i := range cqps {
-		qp, err := cd.CreateQP(cpd, rnic.QPAttr{SendCQ: ccq, RecvCQ: ccq})
+		qp, err := p.clientQP()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -193,20 +174,7 @@ func TestManyQPsIWARP(t *testing.T) {
 func TestManyQPsRoCEv2(t *testing.T) {
 	n := manyQPCount(t)
 	pairs := n / 2
-	cd, _ := rnic.Open(rnic.Config{})
-	sd, _ := rnic.Open(rnic.Config{})
-	defer cd.Close()
-	defer sd.Close()
-	for _, d := range []*rnic.Device{cd, sd} {
-		go func() {
-			for range d.Events() {
-			}
-		}()
-	}
-	cpd, _ := cd.AllocPD()
-	spd, _ := sd.AllocPD()
-	ccq, _ := cd.CreateCQ(1024)
-	scq, _ := sd.CreateCQ(1024)
+	p := newDevPair(t)
 	open := func(d *rnic.Device) *rocev2.Endpoint {
 		l, err := rocev2.ListenUDP(netip.MustParseAddrPort("127.0.0.1:0"), &roceUDPOpts)
 		if err != nil {
@@ -214,17 +182,17 @@ func TestManyQPsRoCEv2(t *testing.T) {
 		}
 		return rocev2.NewEndpoint(d, l, nil)
 	}
-	cep, sep := open(cd), open(sd)
+	cep, sep := open(p.cd), open(p.sd)
 	defer cep.Close()
 	defer sep.Close()
 	m0 := sampleMem()
 	qps := make([]*rnic.QP, 0, n)
 	for i := 0; i < pairs; i++ {
-		cq, err := cd.CreateQP(cpd, rnic.QPAttr{SendCQ: ccq, RecvCQ: ccq})
+		cq, err := p.clientQP()
 		if err != nil {
 			t.Fatal(err)
 		}
-		sq, err := sd.CreateQP(spd, rnic.QPAttr{SendCQ: scq, RecvCQ: scq})
+		sq, err := p.serverQP()
 		if err != nil {
 			t.Fatal(err)
 		}
