@@ -116,22 +116,37 @@ func New(t testing.TB, mtu, queues int) *Env {
 	}
 	// Until the kernel's link watcher has seen the carrier (up to a second
 	// later) the veths drop what they are given.
-	deadline := time.Now().Add(5 * time.Second)
-	for i := 0; i < 2; {
-		l, err := nl[i].LinkByName(e.Dev[i])
-		if err != nil {
-			t.Fatal(err)
-		}
-		if l.Attrs().OperState == netlink.OperUp {
-			i++
-			continue
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s not operationally up: %v", e.Dev[i], l.Attrs().OperState)
-		}
-		time.Sleep(10 * time.Millisecond)
+	for i := range e.Dev {
+		waitOperUp(t, e.NS[i], e.Dev[i])
 	}
 	return e
+}
+
+// waitOperUp waits, from the namespace's link notifications (the current state first),
+// until dev in ns is operationally up; it fails the test after 5 s.
+func waitOperUp(t testing.TB, ns netns.NsHandle, dev string) {
+	t.Helper()
+	updates := make(chan netlink.LinkUpdate, 64)
+	done := make(chan struct{})
+	defer close(done)
+	if err := netlink.LinkSubscribeWithOptions(updates, done, netlink.LinkSubscribeOptions{Namespace: &ns, ListExisting: true}); err != nil {
+		t.Fatalf("link notifications: %v", err)
+	}
+	timeout := time.NewTimer(5 * time.Second)
+	defer timeout.Stop()
+	for {
+		select {
+		case u, ok := <-updates:
+			if !ok {
+				t.Fatalf("%s: link notifications ended before it was up", dev)
+			}
+			if a := u.Link.Attrs(); a.Name == dev && a.OperState == netlink.OperUp {
+				return
+			}
+		case <-timeout.C:
+			t.Fatalf("%s not operationally up after 5 s", dev)
+		}
+	}
 }
 
 // In runs f on a thread switched into namespace ns: sockets, netlink
