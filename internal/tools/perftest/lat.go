@@ -360,9 +360,12 @@ func (s *session) waitLat(ctx context.Context, recv bool) error {
 }
 
 // spinner paces a loop that polls memory the transport writes (as perftest spins on its
-// poll byte and credits): it yields the processor at every turn and, once a wait has
-// lasted 50 µs, sleeps 10 µs between looks, so that a slow peer costs little CPU and a
-// fast one no latency. It ends the wait when ctx does.
+// poll byte and credits). There is no event to wait on instead: an RDMA Write is placed
+// at its target without a completion there (RFC 5040 §4.3, IBTA §9.4.3), which is why
+// perftest's write_lat busy-polls. It yields the processor at every turn and, once a wait
+// has lasted 50 µs, sleeps 10 µs between looks, so that a slow peer costs little CPU
+// (both ends of a test may share this machine's two cores) and a fast one no latency.
+// It ends the wait when ctx does.
 type spinner struct {
 	n     int
 	start time.Time
