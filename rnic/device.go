@@ -31,6 +31,19 @@ type Config struct {
 	// past it the oldest are dropped and counted (Device.EventsDropped), so a device
 	// nobody listens to holds a bounded number of events (and of the QPs they name).
 	MaxEvents int
+	// QPNumbers, when set, numbers the device's QPs instead of the device: CreateQP
+	// takes each number from it (an error fails CreateQP, wrapped) and Destroy gives
+	// it back. A device attached to the softrnic daemon (package host) gets its
+	// numbers from the daemon, which steers packets to this process by destination
+	// QPN. StartQPN is ignored then.
+	QPNumbers QPNAllocator
+}
+
+// QPNAllocator hands out QP numbers (FirstQPN..MaxQPN) for a device; see
+// Config.QPNumbers. Both methods may be called from any goroutine.
+type QPNAllocator interface {
+	AllocQPN() (uint32, error)
+	FreeQPN(qpn uint32)
 }
 
 func (c *Config) setDefaults() {

@@ -1,6 +1,7 @@
 package rnic
 
 import (
+	"fmt"
 	"sync"
 )
 
@@ -125,6 +126,13 @@ func (d *Device) CreateQP(pd *PD, attr QPAttr) (*QP, error) {
 			c.MaxRecvWR = 1
 		}
 		q.rq = newRecvQueue(c.MaxRecvWR, c.MaxRecvSGE)
+	}
+	if a := d.cfg.QPNumbers; a != nil {
+		if err := d.externalQPN(q, a); err != nil {
+			return nil, err
+		}
+		pd.n.Add(1)
+		return q, nil
 	}
 	d.qpMu.Lock()
 	if len(d.qps) >= d.cfg.MaxQP {
@@ -339,7 +347,34 @@ func (q *QP) Destroy() error {
 	q.dev.qpMu.Lock()
 	delete(q.dev.qps, q.num)
 	q.dev.qpMu.Unlock()
+	if a := q.dev.cfg.QPNumbers; a != nil {
+		a.FreeQPN(q.num)
+	}
 	q.pd.n.Add(-1)
+	return nil
+}
+
+// externalQPN numbers q from a (Config.QPNumbers) and registers it.
+func (d *Device) externalQPN(q *QP, a QPNAllocator) error {
+	d.qpMu.Lock()
+	full := len(d.qps) >= d.cfg.MaxQP
+	d.qpMu.Unlock()
+	if full {
+		return ErrResource
+	}
+	n, err := a.AllocQPN()
+	if err != nil {
+		return fmt.Errorf("rnic: QP number: %w", err)
+	}
+	d.qpMu.Lock()
+	if n < FirstQPN || n > MaxQPN || d.qps[n] != nil {
+		d.qpMu.Unlock()
+		a.FreeQPN(n)
+		return fmt.Errorf("rnic: QP number %d from the allocator: %w", n, ErrInvalidArg)
+	}
+	q.num = n
+	d.qps[n] = q
+	d.qpMu.Unlock()
 	return nil
 }
 

@@ -1,6 +1,10 @@
 package rnic
 
-import "testing"
+import (
+	"errors"
+	"slices"
+	"testing"
+)
 
 // TestQPNumbersSequential: with Config.StartQPN, QP numbers are sequential from it, stay
 // unique, and wrap within 24 bits back to FirstQPN (QP0/QP1 are the SMI and GSI),
@@ -120,4 +124,65 @@ func qpnStep(a, b uint32) uint32 {
 		return b - a
 	}
 	return MaxQPN - a + 1 + b - FirstQPN
+}
+
+// fakeQPNs is a QPNAllocator handing out numbers from a list and recording frees.
+type fakeQPNs struct {
+	next  []uint32
+	err   error
+	freed []uint32
+}
+
+func (f *fakeQPNs) AllocQPN() (uint32, error) {
+	if f.err != nil {
+		return 0, f.err
+	}
+	n := f.next[0]
+	f.next = f.next[1:]
+	return n, nil
+}
+func (f *fakeQPNs) FreeQPN(n uint32) { f.freed = append(f.freed, n) }
+
+// TestQPNumbersExternal: with Config.QPNumbers the device numbers its QPs from the
+// allocator, gives a number back on Destroy, refuses a number it cannot use (reserved,
+// out of range, already live) by giving it back and failing CreateQP, and wraps the
+// allocator's error.
+func TestQPNumbersExternal(t *testing.T) {
+	errNone := errors.New("no numbers left")
+	a := &fakeQPNs{next: []uint32{777, 1, 777, MaxQPN + 1, 900}}
+	d, err := Open(Config{QPNumbers: a, StartQPN: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	pd, _ := d.AllocPD()
+	cq, _ := d.CreateCQ(16)
+	attr := QPAttr{SendCQ: cq, RecvCQ: cq}
+	q, err := d.CreateQP(pd, attr)
+	if err != nil || q.Num() != 777 || d.QPByNum(777) != q {
+		t.Fatalf("first QP: %v, err %v; want number 777", q, err)
+	}
+	for _, bad := range []uint32{1, 777, MaxQPN + 1} {
+		if _, err := d.CreateQP(pd, attr); !errors.Is(err, ErrInvalidArg) {
+			t.Fatalf("allocator gave %d: err %v, want ErrInvalidArg", bad, err)
+		}
+	}
+	if want := []uint32{1, 777, MaxQPN + 1}; !slices.Equal(a.freed, want) {
+		t.Fatalf("given back %v, want %v", a.freed, want)
+	}
+	q2, err := d.CreateQP(pd, attr)
+	if err != nil || q2.Num() != 900 {
+		t.Fatalf("QP after refusals: %v, %v", q2, err)
+	}
+	a.freed = nil
+	if err := q.Destroy(); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(a.freed, []uint32{777}) || d.QPByNum(777) != nil {
+		t.Fatalf("Destroy gave back %v", a.freed)
+	}
+	a.err = errNone
+	if _, err := d.CreateQP(pd, attr); !errors.Is(err, errNone) {
+		t.Fatalf("allocator error: got %v", err)
+	}
 }

@@ -257,9 +257,9 @@ func (a *cmAgent) send(dst netip.AddrPort, mad []byte) {
 	a.psn = a.psn.Add(1)
 	b := h.Append(a.txbuf[:0], len(mad))
 	b = append(b, mad...)
-	b = finish(b, len(mad), a.e.link.LocalAddr(), dst)
+	b = finish(b, len(mad), a.e.gsiLink.LocalAddr(), dst)
 	a.txbuf = b
-	a.e.send([][]byte{b}, dst)
+	a.e.sendOn(a.e.gsiLink, [][]byte{b}, dst)
 	a.mu.Unlock()
 }
 

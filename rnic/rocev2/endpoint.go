@@ -15,11 +15,12 @@ import (
 // receive goroutine demultiplexes packets by destination QP number and runs
 // the responder and completer of the target QP inline.
 type Endpoint struct {
-	dev    *rnic.Device
-	link   Link
-	cfg    Config
-	params qpParams // cfg in wire terms
-	log    *slog.Logger
+	dev     *rnic.Device
+	link    Link
+	gsiLink Link // the CM's MADs travel here: GSILink.GSI, or link
+	cfg     Config
+	params  qpParams // cfg in wire terms
+	log     *slog.Logger
 
 	mu    sync.RWMutex
 	conns map[uint32]*Conn
@@ -71,8 +72,11 @@ var ErrEndpointClosed = errors.New("rocev2: endpoint closed")
 // NewEndpoint starts a RoCEv2 endpoint for dev on link with cfg (nil: the
 // defaults, as the zero Config).
 func NewEndpoint(dev *rnic.Device, link Link, cfg *Config) *Endpoint {
-	e := &Endpoint{dev: dev, link: link, cfg: cfg.norm(), conns: make(map[uint32]*Conn), ud: make(map[uint32]*UDQP),
+	e := &Endpoint{dev: dev, link: link, gsiLink: link, cfg: cfg.norm(), conns: make(map[uint32]*Conn), ud: make(map[uint32]*UDQP),
 		quit: make(chan struct{})}
+	if g, ok := link.(GSILink); ok {
+		e.gsiLink = g.GSI()
+	}
 	e.params = e.cfg.params()
 	e.log = e.cfg.Logger
 	bs := link.BatchSize()
@@ -85,7 +89,11 @@ func NewEndpoint(dev *rnic.Device, link Link, cfg *Config) *Endpoint {
 	}
 	e.cm()
 	e.wg.Add(1)
-	go e.recvLoop()
+	go e.recvLoop(link, e.input)
+	if e.gsiLink != link {
+		e.wg.Add(1)
+		go e.recvLoop(e.gsiLink, e.inputGSI)
+	}
 	return e
 }
 
@@ -135,6 +143,9 @@ func (e *Endpoint) Close() error {
 		a.close()
 	}
 	err := e.link.Close()
+	if e.gsiLink != e.link {
+		err = errors.Join(err, e.gsiLink.Close())
+	}
 	e.wg.Wait()
 	return err
 }
@@ -212,26 +223,9 @@ func (r *rxCtx) alloc(dst netip.AddrPort) *ctlPkt {
 }
 
 func (e *Endpoint) input(r *rxCtx, b []byte, from, local netip.AddrPort) {
-	p, err := roce.ParsePacket(b)
-	if err != nil {
-		e.RxDropped.Add(1)
+	p, ipID, ok := e.parse(b, from, local)
+	if !ok {
 		return
-	}
-	ibLen := len(b) - roce.ICRCLen
-	crc := roce.ICRCAddTransport(icrcStart(from, local, ibLen), p.Covered())
-	var ipID uint16
-	if got := p.ICRCValue(); crc != got {
-		if e.cfg.StrictICRC || !from.Addr().Is4() || isMem(e.link) {
-			e.ICRCErrors.Add(1)
-			return
-		}
-		id, ok := roce.SolveICRCIPv4ID(crc, got, ibLen)
-		if !ok {
-			e.ICRCErrors.Add(1)
-			return
-		}
-		e.ICRCIDSolved.Add(1)
-		ipID = id
 	}
 	if p.BTH.PKey() != 0xFFFF && p.BTH.PKey()&0x7FFF != e.cfg.PKey&0x7FFF {
 		e.RxDropped.Add(1)
@@ -268,6 +262,49 @@ func (e *Endpoint) input(r *rxCtx, b []byte, from, local netip.AddrPort) {
 	}
 	c.input(r, &p, from)
 	c.mu.Unlock()
+}
+
+// parse parses a received packet and checks its ICRC and P_Key, counting what it
+// drops; ipID is the sender's IPv4 ID where the ICRC had to be solved for it.
+func (e *Endpoint) parse(b []byte, from, local netip.AddrPort) (p roce.Packet, ipID uint16, ok bool) {
+	p, err := roce.ParsePacket(b)
+	if err != nil {
+		e.RxDropped.Add(1)
+		return p, 0, false
+	}
+	ibLen := len(b) - roce.ICRCLen
+	crc := roce.ICRCAddTransport(icrcStart(from, local, ibLen), p.Covered())
+	if got := p.ICRCValue(); crc != got {
+		if e.cfg.StrictICRC || !from.Addr().Is4() || isMem(e.link) {
+			e.ICRCErrors.Add(1)
+			return p, 0, false
+		}
+		id, ok := roce.SolveICRCIPv4ID(crc, got, ibLen)
+		if !ok {
+			e.ICRCErrors.Add(1)
+			return p, 0, false
+		}
+		e.ICRCIDSolved.Add(1)
+		ipID = id
+	}
+	if p.BTH.PKey() != 0xFFFF && p.BTH.PKey()&0x7FFF != e.cfg.PKey&0x7FFF {
+		e.RxDropped.Add(1)
+		return p, 0, false
+	}
+	return p, ipID, true
+}
+
+// inputGSI takes a packet from the GSI link of a GSILink: UD packets to QP1 only.
+func (e *Endpoint) inputGSI(_ *rxCtx, b []byte, from, local netip.AddrPort) {
+	p, ipID, ok := e.parse(b, from, local)
+	if !ok {
+		return
+	}
+	if p.Opcode().Service() != roce.ServiceUD || p.BTH.DestQP() != 1 {
+		e.RxDropped.Add(1)
+		return
+	}
+	e.inputUD(p, from, 1, ipID)
 }
 
 // guid returns the endpoint's CA GUID: a modified EUI-64 style value

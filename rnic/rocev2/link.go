@@ -33,3 +33,19 @@ const MaxPacket = 4096 + 80 + 4
 
 // ErrLinkClosed is returned by a closed link.
 var ErrLinkClosed = errors.New("rocev2: link closed")
+
+// GSILink is a Link whose GSI traffic — the UD packets to and from QP1, which carry
+// the IB CM's MADs (IBTA Vol.1 §13.4, ch. 12) — travels on a link of its own, GSI.
+// A process attached to the softrnic daemon's device has one (package host): the
+// daemon owns QP1 of the device's address for every process on it, routes each
+// incoming MAD to the process whose connection or listener it names, and sends each
+// process's MADs on the device's socket; the process's other packets go through
+// its own (steered) socket. An Endpoint on a GSILink sends every CM MAD on GSI,
+// computing its ICRC with GSI's LocalAddr, and receives from GSI in a second
+// goroutine, which takes UD packets to QP1 only (others are counted in RxDropped).
+// GSI's LocalAddr must have the link's IP: the CM names it in REQ and REP.
+// The Endpoint closes GSI when it closes.
+type GSILink interface {
+	Link
+	GSI() Link
+}

@@ -18,9 +18,11 @@ const (
 	recvBackoffMax = time.Second
 )
 
-func (e *Endpoint) recvLoop() {
+// recvLoop receives from link (the endpoint's, or its GSI link) and hands each
+// packet to input, ending each batch with endBatch.
+func (e *Endpoint) recvLoop(link Link, input func(r *rxCtx, b []byte, from, local netip.AddrPort)) {
 	defer e.wg.Done()
-	bs := e.link.BatchSize()
+	bs := link.BatchSize()
 	bufs := make([][]byte, bs)
 	for i := range bufs {
 		bufs[i] = make([]byte, MaxPacket)
@@ -29,11 +31,11 @@ func (e *Endpoint) recvLoop() {
 	from := make([]netip.AddrPort, bs)
 	r := &rxCtx{ctl: make([]ctlPkt, 2*bs+8), bufs: make([][]byte, 0, 2*bs+8), touched: make([]*Conn, 0, bs),
 		recvs: make([]doneRecv, 0, 2*bs+8)}
-	local := e.link.LocalAddr()
+	local := link.LocalAddr()
 	var backoff time.Duration
 	var delay *time.Timer
 	for {
-		n, err := e.link.Recv(bufs, sizes, from)
+		n, err := link.Recv(bufs, sizes, from)
 		if err != nil {
 			if errors.Is(err, ErrLinkClosed) || errors.Is(err, net.ErrClosed) || e.closed.Load() {
 				return
@@ -67,7 +69,7 @@ func (e *Endpoint) recvLoop() {
 			backoff = 0
 		}
 		for i := range n {
-			e.input(r, bufs[i][:sizes[i]], from[i], local)
+			input(r, bufs[i][:sizes[i]], from[i], local)
 		}
 		e.endBatch(r)
 	}
@@ -145,11 +147,14 @@ func (e *Endpoint) Err() error {
 // send transmits bufs to dst on the link; failures are counted in SendErrors and
 // logged once per episode (the first failure after a success). A lost send is a
 // lost packet: the protocol's retransmission deals with it.
-func (e *Endpoint) send(bufs [][]byte, dst netip.AddrPort) {
-	err := e.link.Send(bufs, dst)
+func (e *Endpoint) send(bufs [][]byte, dst netip.AddrPort) { e.sendOn(e.link, bufs, dst) }
+
+// sendOn is send on link: the endpoint's, or its GSI link for CM MADs.
+func (e *Endpoint) sendOn(link Link, bufs [][]byte, dst netip.AddrPort) {
+	err := link.Send(bufs, dst)
 	if err == nil {
 		if e.sendBad.Load() && e.sendBad.Swap(false) {
-			e.log.Info("rocev2: link send recovered", "link", e.link.LocalAddr())
+			e.log.Info("rocev2: link send recovered", "link", link.LocalAddr())
 		}
 		return
 	}
@@ -158,7 +163,7 @@ func (e *Endpoint) send(bufs [][]byte, dst netip.AddrPort) {
 		return
 	}
 	if !e.sendBad.Swap(true) {
-		e.log.Warn("rocev2: link send failing", "link", e.link.LocalAddr(), "dst", dst, "err", err)
+		e.log.Warn("rocev2: link send failing", "link", link.LocalAddr(), "dst", dst, "err", err)
 	}
 }
 
