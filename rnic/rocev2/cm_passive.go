@@ -12,7 +12,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/softrnic/softrnic/rnic"
@@ -180,16 +179,9 @@ func Listen(ep *Endpoint, addr string, cfg *CMConfig) (*Listener, error) {
 	if ep.closed.Load() {
 		return nil, ErrEndpointClosed
 	}
-	if l.port == 0 {
-		for p := uint16(1024 + rand.IntN(60000)); ; p++ {
-			if a.listeners[p] == nil && p != 0 {
-				l.port = p
-				break
-			}
-		}
-	}
-	if a.listeners[l.port] != nil {
-		return nil, fmt.Errorf("rocev2: listen on port %d: %w", l.port, syscall.EADDRINUSE)
+	free := func(p uint16) bool { return a.listeners[p] == nil }
+	if l.port, err = ep.claimPort(roce.PortSpaceTCP, l.port, free); err != nil {
+		return nil, fmt.Errorf("rocev2: listen on port %d: %w", port, err)
 	}
 	a.listeners[l.port] = l
 	return l, nil
@@ -214,6 +206,7 @@ func (l *Listener) Close() error {
 		a.mu.Lock()
 		if a.listeners[l.port] == l {
 			delete(a.listeners, l.port)
+			a.e.releasePort(roce.PortSpaceTCP, l.port)
 		}
 		l.closed = true
 		q := l.q

@@ -3,6 +3,8 @@ package rocev2
 import (
 	"errors"
 	"log/slog"
+	"math/rand/v2"
+	"syscall"
 	"net/netip"
 	"sync"
 	"sync/atomic"
@@ -305,6 +307,44 @@ func (e *Endpoint) inputGSI(_ *rxCtx, b []byte, from, local netip.AddrPort) {
 		return
 	}
 	e.inputUD(p, from, 1, ipID)
+}
+
+// claimPort picks the listening port of a listener in port space ps: port, or a free
+// one when port is 0 (free says which are free here), claimed with the GSI link's
+// ClaimService when the endpoint's link is a GSILink. A port in use fails with an
+// error wrapping syscall.EADDRINUSE.
+func (e *Endpoint) claimPort(ps uint16, port uint16, free func(uint16) bool) (uint16, error) {
+	g, _ := e.link.(GSILink)
+	claim := func(p uint16) error {
+		if !free(p) {
+			return syscall.EADDRINUSE
+		}
+		if g != nil {
+			return g.ClaimService(roce.ServiceID(ps, p))
+		}
+		return nil
+	}
+	if port != 0 {
+		return port, claim(port)
+	}
+	var err error
+	p := uint16(1024 + rand.IntN(60000))
+	for range 64 { // a free port, also free in the daemon's table
+		if err = claim(p); err == nil || !errors.Is(err, syscall.EADDRINUSE) {
+			return p, err
+		}
+		if p++; p < 1024 {
+			p = 1024
+		}
+	}
+	return 0, err
+}
+
+// releasePort gives back what claimPort claimed.
+func (e *Endpoint) releasePort(ps uint16, port uint16) {
+	if g, ok := e.link.(GSILink); ok {
+		g.ReleaseService(roce.ServiceID(ps, port))
+	}
 }
 
 // guid returns the endpoint's CA GUID: a modified EUI-64 style value

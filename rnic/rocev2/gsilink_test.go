@@ -2,9 +2,12 @@ package rocev2
 
 import (
 	"bytes"
+	"errors"
+	"maps"
 	"net/netip"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -23,6 +26,9 @@ type splitLink struct {
 	dataQP1Pkts atomic.Int64 // QP1 packets that reached the data half (must stay 0)
 	sentOnGSI   atomic.Int64 // MADs sent through the GSI half
 	sentDataQP1 atomic.Int64 // QP1 packets sent through the data half (must stay 0)
+	mu          sync.Mutex
+	claimed     map[uint64]bool // services claimed (ClaimService) and not released
+	taken       uint64          // a service "another process" holds: ClaimService refuses it
 	wg          sync.WaitGroup
 	closeOnce   sync.Once
 }
@@ -42,7 +48,7 @@ func isQP1(b []byte) bool {
 }
 
 func newSplitLink(under Link) *splitLink {
-	s := &splitLink{under: under}
+	s := &splitLink{under: under, claimed: make(map[uint64]bool)}
 	mk := func(g bool) *halfLink {
 		return &halfLink{s: s, isGSI: g, q: make(chan []byte, 256), from: make(chan netip.AddrPort, 256), done: make(chan struct{})}
 	}
@@ -72,6 +78,25 @@ func newSplitLink(under Link) *splitLink {
 	return s
 }
 
+func (s *splitLink) ClaimService(id uint64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if id == s.taken || s.claimed[id] {
+		return syscall.EADDRINUSE
+	}
+	s.claimed[id] = true
+	return nil
+}
+func (s *splitLink) ReleaseService(id uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.claimed, id)
+}
+func (s *splitLink) claims() map[uint64]bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return maps.Clone(s.claimed)
+}
 func (s *splitLink) GSI() Link                                    { return s.gsi }
 func (s *splitLink) Send(bufs [][]byte, dst netip.AddrPort) error { return s.data.Send(bufs, dst) }
 func (s *splitLink) Recv(bufs [][]byte, sizes []int, from []netip.AddrPort) (int, error) {
@@ -163,5 +188,42 @@ func TestGSILink(t *testing.T) {
 	}
 	if srv.ep.RxDropped.Load() != before+1 {
 		t.Fatalf("an RC packet on the GSI link: RxDropped %d → %d, want +1", before, srv.ep.RxDropped.Load())
+	}
+	_ = cli
+}
+
+// TestGSILinkClaims: listeners on a GSILink claim their service IDs (RC and UD port
+// spaces) and release them on Close; a service the GSI link refuses fails Listen with
+// EADDRINUSE, and port 0 moves on to a port it grants.
+func TestGSILinkClaims(t *testing.T) {
+	var split *splitLink
+	_, srv := newPair(t, &pairOpts{noConnect: true, srvWrap: func(l Link) Link { split = newSplitLink(l); return split }})
+	l, err := Listen(srv.ep, ":7174", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, err := ListenUD(srv.ep, ":7175", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc, ud := roce.ServiceID(roce.PortSpaceTCP, 7174), roce.ServiceID(roce.PortSpaceUDP, 7175)
+	if c := split.claims(); !c[rc] || !c[ud] || len(c) != 2 {
+		t.Fatalf("claims after Listen, ListenUD: %v", c)
+	}
+	split.mu.Lock()
+	split.taken = roce.ServiceID(roce.PortSpaceTCP, 7176)
+	split.mu.Unlock()
+	if _, err := Listen(srv.ep, ":7176", nil); !errors.Is(err, syscall.EADDRINUSE) {
+		t.Fatalf("Listen on a service the daemon refuses: %v", err)
+	}
+	l0, err := Listen(srv.ep, ":0", nil)
+	if err != nil || !split.claims()[roce.ServiceID(roce.PortSpaceTCP, l0.Port())] {
+		t.Fatalf("Listen on port 0: %v, port %d not claimed", err, l0.Port())
+	}
+	l.Close()
+	u.Close()
+	l0.Close()
+	if c := split.claims(); len(c) != 0 {
+		t.Fatalf("claims after Close: %v", c)
 	}
 }

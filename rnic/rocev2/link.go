@@ -45,7 +45,14 @@ var ErrLinkClosed = errors.New("rocev2: link closed")
 // goroutine, which takes UD packets to QP1 only (others are counted in RxDropped).
 // GSI's LocalAddr must have the link's IP: the CM names it in REQ and REP.
 // The Endpoint closes GSI when it closes.
+//
+// Listen and ListenUD claim their service ID (roce.ServiceID of the port) with
+// ClaimService before they listen, so that requests for it are routed here; the
+// error (syscall.EADDRINUSE when another process listens there) fails the Listen.
+// Closing the listener calls ReleaseService.
 type GSILink interface {
 	Link
 	GSI() Link
+	ClaimService(id uint64) error
+	ReleaseService(id uint64)
 }

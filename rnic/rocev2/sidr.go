@@ -211,16 +211,10 @@ func ListenUD(ep *Endpoint, addr string, cfg *CMConfig) (*UDListener, error) {
 	l := &UDListener{a: ag, s: s, port: uint16(port), cfg: cfg.norm(), ready: make(chan struct{}, 1), quit: make(chan struct{})}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if l.port == 0 {
-		for p := uint16(1024 + rand.IntN(60000)); ; p++ {
-			if s.listeners[p] == nil && p != 0 {
-				l.port = p
-				break
-			}
-		}
-	}
-	if s.listeners[l.port] != nil {
-		return nil, fmt.Errorf("rocev2: UD listen on port %d: port in use", l.port)
+	free := func(p uint16) bool { return s.listeners[p] == nil }
+	var err2 error
+	if l.port, err2 = ep.claimPort(roce.PortSpaceUDP, l.port, free); err2 != nil {
+		return nil, fmt.Errorf("rocev2: UD listen on port %d: %w", port, err2)
 	}
 	s.listeners[l.port] = l
 	return l, nil
@@ -241,6 +235,7 @@ func (l *UDListener) Close() error {
 		s.mu.Lock()
 		if s.listeners[l.port] == l {
 			delete(s.listeners, l.port)
+			l.a.e.releasePort(roce.PortSpaceUDP, l.port)
 		}
 		l.closed = true
 		q := l.q
