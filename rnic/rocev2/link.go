@@ -56,3 +56,12 @@ type GSILink interface {
 	ClaimService(id uint64) error
 	ReleaseService(id uint64)
 }
+
+// RecvAddrLink is a Link whose packets arrive at another address than they leave
+// from: the relay link of rnic/rocev2/steer sends from an ephemeral port of the
+// device's IP and receives what peers sent to the device's port. The endpoint
+// verifies received ICRCs (which cover the destination port) against RecvAddr.
+type RecvAddrLink interface {
+	Link
+	RecvAddr() netip.AddrPort
+}

@@ -32,6 +32,9 @@ func (e *Endpoint) recvLoop(link Link, input func(r *rxCtx, b []byte, from, loca
 	r := &rxCtx{ctl: make([]ctlPkt, 2*bs+8), bufs: make([][]byte, 0, 2*bs+8), touched: make([]*Conn, 0, bs),
 		recvs: make([]doneRecv, 0, 2*bs+8)}
 	local := link.LocalAddr()
+	if ra, ok := link.(RecvAddrLink); ok {
+		local = ra.RecvAddr()
+	}
 	var backoff time.Duration
 	var delay *time.Timer
 	for {

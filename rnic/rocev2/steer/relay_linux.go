@@ -227,6 +227,7 @@ type RelayLink struct {
 	iov  []unix.Iovec
 	msgs []unix.Mmsghdr
 
+	recvAt     netip.AddrPort // the device's address peers send to (RecvAddr)
 	recvFn     func(fd uintptr) bool
 	rN, rGot   int
 	rErr       unix.Errno
@@ -272,6 +273,19 @@ func (l *RelayLink) LocalAddr() netip.AddrPort { return l.out.LocalAddr() }
 
 // BatchSize implements rocev2.Link.
 func (l *RelayLink) BatchSize() int { return l.batch }
+
+// SetRecvAddr names the device's address (the group's IP and port), which peers send
+// to and the ICRC of a relayed packet covers; the process learns it from the daemon.
+// Call it before the link is used.
+func (l *RelayLink) SetRecvAddr(a netip.AddrPort) { l.recvAt = a }
+
+// RecvAddr implements rocev2.RecvAddrLink: the address of SetRecvAddr, else LocalAddr.
+func (l *RelayLink) RecvAddr() netip.AddrPort {
+	if l.recvAt.IsValid() {
+		return l.recvAt
+	}
+	return l.LocalAddr()
+}
 
 // Close implements rocev2.Link.
 func (l *RelayLink) Close() error {
