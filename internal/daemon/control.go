@@ -1,9 +1,13 @@
 package daemon
 
 import (
+	"context"
 	"errors"
+	"os"
+	"slices"
 	"strconv"
 	"syscall"
+	"time"
 
 	"github.com/softrnic/softrnic/internal/uapi"
 	"github.com/softrnic/softrnic/rnic"
@@ -28,20 +32,44 @@ func (d *Daemon) status(q uapi.Query) (uapi.Status, error) {
 		s.ListenRoCEv2 = append(s.ListenRoCEv2, d.ep.LocalAddr().String())
 		s.RoCEv2CMPort = d.roLn.cmPort()
 	}
-	sel, next, more := q.Select(d.qpns)
-	conns := make([]*daemonConn, len(sel))
-	for i, n := range sel {
-		conns[i] = d.conns[n]
+	own := make(map[uint32]*daemonConn, len(d.qpns))
+	all := slices.Clone(d.qpns)
+	for _, n := range d.qpns {
+		own[n] = d.conns[n]
 	}
-	s.QPCount = uint64(len(d.qpns))
 	d.mu.Unlock()
-	if q.One && len(conns) == 0 {
+	// the attached processes' QPs (each process asked, within the broker's timeout)
+	var procs map[uint32]uapi.QPStatus
+	if d.br != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		pq := d.br.ListQPs(ctx)
+		cancel()
+		procs = make(map[uint32]uapi.QPStatus, len(pq))
+		for _, e := range pq {
+			if _, dup := own[e.QPN]; dup {
+				continue
+			}
+			procs[e.QPN] = uapi.QPStatus{QPN: e.QPN, Transport: e.Transport, State: e.State, Peer: e.Peer, PID: e.PID, Comm: e.Comm,
+				Counters: uapi.Counters{TxBytes: e.TxBytes, RxBytes: e.RxBytes, TxSegments: e.TxSegs, RxSegments: e.RxSegs,
+					Retransmits: e.Retrans, NAKs: e.NAKs}}
+			all = append(all, e.QPN)
+		}
+		slices.Sort(all)
+	}
+	sel, next, more := q.Select(all)
+	s.QPCount = uint64(len(all))
+	if q.One && len(sel) == 0 {
 		return s, uapi.Errorf(uapi.ENOENT, "qp=%d: no such QP", q.QP)
 	}
 	s.QPNext, s.QPNextSet = next, more
-	for _, c := range conns {
-		s.QPs = append(s.QPs, uapi.QPStatus{QPN: c.qpn, Transport: c.transport, State: c.info.State().String(),
-			Peer: c.peer, Counters: countersOf(c.info.Counters().Snapshot())})
+	pid := os.Getpid()
+	for _, n := range sel {
+		if c := own[n]; c != nil {
+			s.QPs = append(s.QPs, uapi.QPStatus{QPN: c.qpn, Transport: c.transport, State: c.info.State().String(),
+				Peer: c.peer, PID: pid, Comm: "softrnic", Counters: countersOf(c.info.Counters().Snapshot())})
+			continue
+		}
+		s.QPs = append(s.QPs, procs[n])
 	}
 	// The device counters last: they are never behind the QPs' (they count everything the
 	// QPs count, and only grow).
@@ -58,6 +86,16 @@ func (d *Daemon) counters() uapi.DaemonCounters {
 		c.CtlClients, c.CtlAcceptErrors, c.CtlRefused, c.CtlIdleClosed = uint64(st.Clients), st.AcceptErrors, st.Refused, st.IdleClosed
 	}
 	c.ListenRefused = d.listenRefused.Load()
+	if b := d.br; b != nil {
+		bc := b.Counters()
+		c.Attached = bc.Attached.Load() - bc.Detached.Load()
+		c.AttachRefused, c.QPNRefused, c.ClaimRefused = bc.AttachRefused.Load(), bc.QPNRefused.Load(), bc.ClaimRefused.Load()
+		c.MADsIn, c.MADsOut, c.MADDropped, c.MADRefused = bc.MADsIn.Load(), bc.MADsOut.Load(), bc.MADDropped.Load(), bc.MADRefused.Load()
+		c.CommFull, c.DREQsSent = bc.CommFull.Load(), bc.DREQsSent.Load()
+		if st, err := b.Steering(); err == nil {
+			c.Steered, c.RelayDropped = st.Steered, st.RelayDropped
+		}
+	}
 	if d.rping != nil {
 		st := d.rping.Stats()
 		c.RpingSessions, c.RpingRefused, c.RpingIdleClosed = uint64(st.Sessions), st.Refused, st.IdleClosed

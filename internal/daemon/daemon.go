@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"net/netip"
 	"os"
 	"slices"
@@ -15,6 +16,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/softrnic/softrnic/internal/attach"
+	"github.com/softrnic/softrnic/internal/broker"
 	"github.com/softrnic/softrnic/internal/hostlink"
 	"github.com/softrnic/softrnic/internal/tools/perftest"
 	"github.com/softrnic/softrnic/internal/tools/rping"
@@ -68,12 +71,15 @@ type Daemon struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // accept loops, connection watchers, tool servers, event logger
 
-	dev *rnic.Device
-	pd  *rnic.PD
-	cq  *rnic.CQ
-	mem []byte // the target region (mmap), nil without a target
-	mr  *rnic.MR
-	ep  *rocev2.Endpoint
+	dev     *rnic.Device
+	pd      *rnic.PD
+	cq      *rnic.CQ
+	mem     []byte // the target region (mmap), nil without a target
+	mr      *rnic.MR
+	ep      *rocev2.Endpoint
+	br      *broker.Broker // the device processes attach to (-rocev2 without -xdp)
+	met     *http.Server   // -metrics
+	metAddr net.Addr
 
 	mu     sync.Mutex
 	closed bool
@@ -110,6 +116,15 @@ func Start(o Options) (_ *Daemon, err error) {
 			return nil, err
 		}
 		cfg.LocalAddr = roAddr.Addr().String()
+		if o.Link.XDP == "" { // the RoCEv2 address is a device processes attach to
+			if d.br, err = broker.New(broker.Config{Name: o.Name, Addr: roAddr, Socket: attach.Path(o.Sock), Group: o.Group,
+				Mode: o.Steer, MaxProcs: o.MaxProcs, Logger: d.log}); err != nil {
+				return nil, err
+			}
+			cfg.QPNumbers = d.br.QPNumbers()
+			d.log.Info("device", "name", o.Name, "rocev2", d.br.Addr().String(), "steering", d.br.Mode().String(),
+				"attach", attach.Path(o.Sock))
+		}
 	}
 	if d.dev, err = rnic.Open(cfg); err != nil {
 		return nil, err
@@ -136,8 +151,10 @@ func Start(o Options) (_ *Daemon, err error) {
 		}
 	}
 	if o.RoCEv2 != "" {
-		link, err := hostlink.Process().RoCELink(roAddr, nil) // -xdp, -pcap
-		if err != nil {
+		var link rocev2.Link
+		if d.br != nil {
+			link = d.br.Link()
+		} else if link, err = hostlink.Process().RoCELink(roAddr, nil); err != nil { // -xdp, -pcap
 			return nil, fmt.Errorf("RoCEv2 link %v: %w", roAddr, err)
 		}
 		rc := rocev2.DefaultConfig()
@@ -165,6 +182,11 @@ func Start(o Options) (_ *Daemon, err error) {
 			po.Bind, po.Port = host, port
 			return func(ctx context.Context) error { return perftest.Run(ctx, po, nil, nil) }
 		}); err != nil {
+			return nil, err
+		}
+	}
+	if o.Metrics != "" {
+		if err = d.serveMetrics(o.Metrics); err != nil {
 			return nil, err
 		}
 	}
@@ -432,8 +454,14 @@ func (d *Daemon) Close() error {
 	for _, c := range conns {
 		<-c.done
 	}
+	if d.met != nil {
+		errs = append(errs, d.met.Close())
+	}
 	if d.ep != nil {
 		errs = append(errs, d.ep.Close())
+	}
+	if d.br != nil {
+		errs = append(errs, d.br.Close())
 	}
 	if d.dev != nil {
 		errs = append(errs, d.dev.Close()) // closes Events, ending logEvents

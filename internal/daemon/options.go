@@ -18,6 +18,7 @@ import (
 	"github.com/softrnic/softrnic/internal/tools/rping"
 	"github.com/softrnic/softrnic/internal/tools/tool"
 	"github.com/softrnic/softrnic/internal/uapi"
+	"github.com/softrnic/softrnic/rnic/rocev2/steer"
 )
 
 // Defaults of the daemon.
@@ -47,6 +48,12 @@ type Options struct {
 	LogFile      string        // -log: append the log to this file (Main only)
 	LogJSON      bool          // -log-json: log JSON records instead of text (log/slog)
 	StrictICRC   bool          // -strict-icrc: RoCEv2: drop IPv4 packets whose ICRC fails with IP ID 0 (rocev2.Config.StrictICRC)
+
+	// The device processes attach to (internal/broker; with -rocev2, without -xdp).
+	Group    string     // -group: the attach socket's group (mode 0660); "": the daemon's user only
+	Steer    steer.Mode // -steer: auto, bpf or relay
+	MaxProcs int        // -max-procs: attached processes at once (broker default 63)
+	Metrics  string     // -metrics: serve Prometheus text metrics on this host:port ("" = off)
 
 	// Limits (0: the default).
 	MaxListeners     int           // -max-listeners: iWARP listeners, from -iwarp and listen_iwarp (DefaultMaxListeners)
@@ -88,6 +95,10 @@ func ParseArgs(args []string, errOut io.Writer) (Options, error) {
 	fs.BoolVar(&o.LogJSON, "log-json", false, "log JSON records (log/slog) instead of key=value text")
 	fs.BoolVar(&o.StrictICRC, "strict-icrc", false, "RoCEv2: check every IPv4 ICRC exactly (IP ID 0) instead of solving for the sender's IP ID; "+
 		"right when no peer is the kernel's rxe over IPv4 (rxe sends non-zero IDs), and it catches all corruption")
+	fs.StringVar(&o.Group, "group", "", "RoCEv2 device: the group that may attach to it (attach socket mode 0660; default: only the daemon's user)")
+	steerMode := fs.String("steer", "auto", "RoCEv2 device: how packets reach attached processes: auto (BPF, else relay), bpf or relay")
+	fs.IntVar(&o.MaxProcs, "max-procs", 63, "RoCEv2 device: most attached processes at once")
+	fs.StringVar(&o.Metrics, "metrics", "", "serve Prometheus/OpenMetrics text metrics on `host:port` (default off)")
 	fs.IntVar(&o.MaxListeners, "max-listeners", DefaultMaxListeners, "most iWARP listeners (-iwarp and set listen_iwarp together)")
 	fs.IntVar(&o.CtlMaxClients, "ctl-max-clients", uapi.DefaultMaxClients, "most control-socket clients at once (more are answered EBUSY)")
 	fs.DurationVar(&o.CtlIdleTimeout, "ctl-idle-timeout", uapi.DefaultIdleTimeout, "close a control client that takes longer to send a request or take an answer")
@@ -134,6 +145,19 @@ func ParseArgs(args []string, errOut io.Writer) (Options, error) {
 		if _, err := parseListenAddr(a); err != nil {
 			return o, fmt.Errorf("-iwarp: %w", err)
 		}
+	}
+	switch *steerMode {
+	case "auto":
+		o.Steer = steer.ModeAuto
+	case "bpf":
+		o.Steer = steer.ModeBPF
+	case "relay":
+		o.Steer = steer.ModeRelay
+	default:
+		return o, fmt.Errorf("-steer %q: want auto, bpf or relay", *steerMode)
+	}
+	if o.MaxProcs < 1 || o.MaxProcs > 1023 {
+		return o, fmt.Errorf("-max-procs %d out of range 1..1023", o.MaxProcs)
 	}
 	switch *verb {
 	case "write":

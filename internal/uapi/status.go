@@ -38,16 +38,40 @@ type DaemonCounters struct {
 	RpingSessions   uint64 `json:"rping_sessions"`    // rping server sessions open now
 	RpingRefused    uint64 `json:"rping_refused"`     // rping clients refused at the session cap
 	RpingIdleClosed uint64 `json:"rping_idle_closed"` // rping sessions closed after the idle timeout
+
+	// The RoCEv2 device processes attach to (internal/broker.Counters, steer.Stats).
+	Attached      uint64 `json:"attached"`       // processes attached now
+	AttachRefused uint64 `json:"attach_refused"` // attach attempts refused (process cap, bad hello)
+	QPNRefused    uint64 `json:"qpn_refused"`    // QP numbers refused (per-process cap, steering map full)
+	ClaimRefused  uint64 `json:"claim_refused"`  // listens refused: another process has the port
+	MADsIn        uint64 `json:"mads_in"`        // CM MADs routed to processes
+	MADsOut       uint64 `json:"mads_out"`       // CM MADs sent for processes
+	MADDropped    uint64 `json:"mad_dropped"`    // MADs dropped: a process's queue full
+	MADRefused    uint64 `json:"mad_refused"`    // MADs a process sent naming what it does not own
+	CommFull      uint64 `json:"comm_full"`      // connections refused: the comm ID table full
+	DREQsSent     uint64 `json:"dreqs_sent"`     // DREQs sent for connections of processes that ended
+	Steered       uint64 `json:"steered"`        // packets steered (or relayed) to processes
+	RelayDropped  uint64 `json:"relay_dropped"`  // relayed packets dropped: a process's queue full
 }
 
 // daemonKeys are the keys of DaemonCounters' fields, in order.
 var daemonKeys = [...]string{"ctl_clients", "ctl_accept_errors", "ctl_refused", "ctl_idle_closed", "listen_refused",
-	"rping_sessions", "rping_refused", "rping_idle_closed"}
+	"rping_sessions", "rping_refused", "rping_idle_closed",
+	"attached", "attach_refused", "qpn_refused", "claim_refused", "mads_in", "mads_out", "mad_dropped", "mad_refused",
+	"comm_full", "dreqs_sent", "steered", "relay_dropped"}
 
 func (c *DaemonCounters) field(i int) *uint64 {
 	return [...]*uint64{&c.CtlClients, &c.CtlAcceptErrors, &c.CtlRefused, &c.CtlIdleClosed, &c.ListenRefused,
-		&c.RpingSessions, &c.RpingRefused, &c.RpingIdleClosed}[i]
+		&c.RpingSessions, &c.RpingRefused, &c.RpingIdleClosed,
+		&c.Attached, &c.AttachRefused, &c.QPNRefused, &c.ClaimRefused, &c.MADsIn, &c.MADsOut, &c.MADDropped, &c.MADRefused,
+		&c.CommFull, &c.DREQsSent, &c.Steered, &c.RelayDropped}[i]
 }
+
+// DaemonKeys are the keys of DaemonCounters' fields, in order (for the metrics).
+func DaemonKeys() []string { return daemonKeys[:] }
+
+// Field returns DaemonCounters' field i (of DaemonKeys).
+func (c *DaemonCounters) Field(i int) uint64 { return *c.field(i) }
 
 // QPStatus is one QP in a get response.
 type QPStatus struct {
@@ -55,6 +79,8 @@ type QPStatus struct {
 	Transport string   `json:"transport"` // "iwarp" or "rocev2"
 	State     string   `json:"state"`     // rnic.QPState.String()
 	Peer      string   `json:"peer"`      // the peer's address (host:port)
+	PID       int      `json:"pid"`       // the process that owns the QP (the daemon's own: its pid)
+	Comm      string   `json:"comm"`      // that process's name
 	Counters  Counters `json:"counters"`
 }
 
@@ -120,7 +146,7 @@ func (s *Status) Pairs() []Pair {
 		q := &s.QPs[i]
 		ps = append(ps, Pair{"qp", strconv.FormatUint(uint64(q.QPN), 10)},
 			Pair{"transport", Sanitize(q.Transport)}, Pair{"state", Sanitize(q.State)},
-			Pair{"peer", Sanitize(q.Peer)})
+			Pair{"peer", Sanitize(q.Peer)}, Pair{"pid", strconv.Itoa(q.PID)}, Pair{"comm", Sanitize(q.Comm)})
 		ps = appendCounters(ps, &q.Counters)
 	}
 	return ps
@@ -169,6 +195,14 @@ func DecodeStatus(ps []Pair) (Status, error) {
 				q.State = p.Value
 			case "peer":
 				q.Peer = p.Value
+			case "pid":
+				n, err := num(p.Value, 31)
+				if err != nil {
+					return Status{}, err
+				}
+				q.PID = int(n)
+			case "comm":
+				q.Comm = p.Value
 			case "device", "listen_iwarp", "listen_rocev2", "rocev2_cm_port", "target_addr", "target_rkey", "target_len",
 				"qp_count", "qp_next":
 				return Status{}, ErrMalformed
@@ -224,7 +258,7 @@ func DecodeStatus(ps []Pair) (Status, error) {
 				return Status{}, err
 			}
 			s.QPNext, s.QPNextSet = uint32(n), true
-		case "transport", "state", "peer":
+		case "transport", "state", "peer", "pid", "comm":
 			return Status{}, ErrMalformed
 		default:
 			if i := daemonIndex(p.Key); i >= 0 {
