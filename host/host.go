@@ -42,6 +42,7 @@ import (
 	"time"
 
 	"github.com/softrnic/softrnic/internal/attach"
+	"github.com/softrnic/softrnic/internal/uapi"
 	"github.com/softrnic/softrnic/rnic"
 	"github.com/softrnic/softrnic/rnic/cm"
 	"github.com/softrnic/softrnic/rnic/rocev2"
@@ -76,12 +77,7 @@ var ErrDaemonGone = errors.New("host: the softrnic daemon went away")
 
 // SocketPath is the control socket of the daemon serving device name: $SOFTRNIC_SOCK
 // when set, else /run/softrnic/<name>.sock.
-func SocketPath(name string) string {
-	if s := os.Getenv("SOFTRNIC_SOCK"); s != "" {
-		return s
-	}
-	return "/run/softrnic/" + name + ".sock"
-}
+func SocketPath(name string) string { return uapi.SocketPath(name) }
 
 // Device is an open softrnic device: attached to the daemon's, or in-process.
 type Device struct {

@@ -16,6 +16,7 @@ import (
 	"github.com/softrnic/softrnic/internal/tools/pingpong"
 	"github.com/softrnic/softrnic/internal/tools/rdmaclient"
 	"github.com/softrnic/softrnic/internal/tools/rdmaserver"
+	"github.com/softrnic/softrnic/internal/tools/res"
 	"github.com/softrnic/softrnic/internal/tools/rping"
 	"github.com/softrnic/softrnic/internal/tools/stat"
 	"github.com/softrnic/softrnic/internal/tools/udaddy"
@@ -34,11 +35,13 @@ var commands = []command{
 	{"daemon", daemon.Summary, daemon.Main},
 	{"dat-conf", datconf.Summary, datconf.Main},
 	{"demo", demo.Summary, demo.Main},
+	{"dev", res.DevSummary, res.DevMain},
 	{"link", link.Summary, link.Main},
 	{"perftest", perftest.Summary, perftest.Main},
 	{"pingpong", pingpong.Summary, pingpong.Main},
 	{"rdma-client", rdmaclient.Summary, rdmaclient.Main},
 	{"rdma-server", rdmaserver.Summary, rdmaserver.Main},
+	{"res", res.Summary, res.Main},
 	{"rping", rping.Summary, rping.Main},
 	{"stat", stat.Summary, stat.Main},
 	{"udaddy", udaddy.Summary, udaddy.Main},

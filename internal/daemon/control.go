@@ -24,6 +24,24 @@ func (d *Daemon) status(q uapi.Query) (uapi.Status, error) {
 	if d.mr != nil {
 		s.TargetAddr, s.TargetRKey, s.TargetLen = d.mr.Addr(), d.mr.RKey(), uint64(d.mr.Len())
 	}
+	// the attached processes' QPs first (each process asked, within the broker's timeout;
+	// the daemon's lock is not held meanwhile)
+	var procs map[uint32]uapi.QPStatus
+	if d.br != nil {
+		s.Steering = d.br.Mode().String()
+		for _, p := range d.br.Processes() {
+			s.Processes = append(s.Processes, uapi.ProcStatus{PID: p.PID, Slot: p.Slot, QPs: p.QPs, Since: p.Since.Unix(), Comm: p.Comm})
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		pq := d.br.ListQPs(ctx)
+		cancel()
+		procs = make(map[uint32]uapi.QPStatus, len(pq))
+		for _, e := range pq {
+			procs[e.QPN] = uapi.QPStatus{QPN: e.QPN, Transport: e.Transport, State: e.State, Peer: e.Peer, PID: e.PID, Comm: e.Comm,
+				Counters: uapi.Counters{TxBytes: e.TxBytes, RxBytes: e.RxBytes, TxSegments: e.TxSegs, RxSegments: e.RxSegs,
+					Retransmits: e.Retrans, NAKs: e.NAKs}}
+		}
+	}
 	d.mu.Lock()
 	for _, ln := range d.iwLns {
 		s.ListenIWARP = append(s.ListenIWARP, ln.addr())
@@ -32,39 +50,28 @@ func (d *Daemon) status(q uapi.Query) (uapi.Status, error) {
 		s.ListenRoCEv2 = append(s.ListenRoCEv2, d.ep.LocalAddr().String())
 		s.RoCEv2CMPort = d.roLn.cmPort()
 	}
-	own := make(map[uint32]*daemonConn, len(d.qpns))
-	all := slices.Clone(d.qpns)
-	for _, n := range d.qpns {
-		own[n] = d.conns[n]
-	}
-	d.mu.Unlock()
-	// the attached processes' QPs (each process asked, within the broker's timeout)
-	var procs map[uint32]uapi.QPStatus
-	if d.br != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		pq := d.br.ListQPs(ctx)
-		cancel()
-		procs = make(map[uint32]uapi.QPStatus, len(pq))
-		for _, e := range pq {
-			if _, dup := own[e.QPN]; dup {
-				continue
-			}
-			procs[e.QPN] = uapi.QPStatus{QPN: e.QPN, Transport: e.Transport, State: e.State, Peer: e.Peer, PID: e.PID, Comm: e.Comm,
-				Counters: uapi.Counters{TxBytes: e.TxBytes, RxBytes: e.RxBytes, TxSegments: e.TxSegs, RxSegments: e.RxSegs,
-					Retransmits: e.Retrans, NAKs: e.NAKs}}
-			all = append(all, e.QPN)
+	all := d.qpns // sorted; the daemon's own QPs (the broker numbers them apart from the processes')
+	if len(procs) > 0 {
+		all = slices.Clone(d.qpns)
+		for n := range procs {
+			all = append(all, n)
 		}
 		slices.Sort(all)
 	}
 	sel, next, more := q.Select(all)
 	s.QPCount = uint64(len(all))
+	own := make([]*daemonConn, len(sel))
+	for i, n := range sel {
+		own[i] = d.conns[n]
+	}
+	d.mu.Unlock()
 	if q.One && len(sel) == 0 {
 		return s, uapi.Errorf(uapi.ENOENT, "qp=%d: no such QP", q.QP)
 	}
 	s.QPNext, s.QPNextSet = next, more
 	pid := os.Getpid()
-	for _, n := range sel {
-		if c := own[n]; c != nil {
+	for i, n := range sel {
+		if c := own[i]; c != nil {
 			s.QPs = append(s.QPs, uapi.QPStatus{QPN: c.qpn, Transport: c.transport, State: c.info.State().String(),
 				Peer: c.peer, PID: pid, Comm: "softrnic", Counters: countersOf(c.info.Counters().Snapshot())})
 			continue

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -83,8 +84,8 @@ func TestStat100kQPs(t *testing.T) {
 		if err != nil {
 			continue // header, device and daemon lines
 		}
-		if want := first + 2*uint32(rows); uint32(qpn) != want || f[1] != "rocev2" || f[2] != "RTS" ||
-			f[4] != strconv.FormatUint(3*qpn, 10) || f[7] != strconv.FormatUint(qpn%1000, 10) {
+		if want := first + 2*uint32(rows); uint32(qpn) != want || f[1] != strconv.Itoa(os.Getpid()) || f[2] != "softrnic" ||
+			f[3] != "rocev2" || f[4] != "RTS" || f[6] != strconv.FormatUint(3*qpn, 10) || f[9] != strconv.FormatUint(qpn%1000, 10) {
 			t.Fatalf("row %d: %q, want QP %d", rows, f, want)
 		}
 		rows++

@@ -145,6 +145,9 @@ func Open(o Options) (*Host, error) {
 	return h, nil
 }
 
+// Options are the options the Host was opened with.
+func (h *Host) Options() Options { return h.o }
+
 // Capture is the capture writer (nil without --pcap), for its Stats.
 func (h *Host) Capture() *capture.Writer { return h.w }
 

@@ -148,8 +148,12 @@ func TestStatusRoundTrip(t *testing.T) {
 	s := Status{Device: "softrnic0", ListenIWARP: []string{"127.0.0.1:4000", "[::1]:4000"},
 		ListenRoCEv2: []string{"127.0.0.1:4791"}, RoCEv2CMPort: 7471, TargetAddr: 1 << 40, TargetRKey: 0x1234501, TargetLen: 1 << 20,
 		Counters: Counters{1, 2, 3, 4, 5, 6, 7, 8, 9},
+		Daemon:   DaemonCounters{CtlClients: 1, Attached: 2, MADsIn: 3, DREQsSent: 4, RelayDropped: 5},
+		Steering: "bpf",
+		Processes: []ProcStatus{{PID: 4242, Slot: 1, QPs: 3, Since: 1795000000, Comm: "kv,server"},
+			{PID: 7, Slot: 2, QPs: 0, Since: 0, Comm: ""}},
 		QPs: []QPStatus{
-			{QPN: 1, Transport: "iwarp", State: "RTS", Peer: "127.0.0.1:5555", Counters: Counters{TxBytes: 10, NAKs: 1<<64 - 1}},
+			{QPN: 1, Transport: "iwarp", State: "RTS", Peer: "127.0.0.1:5555", PID: 4242, Comm: "kv,server", Counters: Counters{TxBytes: 10, NAKs: 1<<64 - 1}},
 			{QPN: 2, Transport: "rocev2", State: "ERROR", Peer: "127.0.0.1:4791", Counters: Counters{RxSegments: 3}},
 		}}
 	resp := Response{Pairs: s.Pairs()}
@@ -170,6 +174,7 @@ func TestStatusRoundTrip(t *testing.T) {
 	for _, bad := range [][]Pair{
 		{{"tx_bytes", "x"}}, {{"qp", "-1"}}, {{"qp", "4294967296"}}, {{"state", "RTS"}},
 		{{"device", "a"}, {"device", "b"}}, {{"qp", "1"}, {"device", "a"}}, {{"target_rkey", "4294967296"}}, {{"rocev2_cm_port", "65536"}},
+		{{"proc", "1,2,3"}}, {{"proc", "x,1,1,1,c"}}, {{"proc", "-1,1,1,1,c"}}, {{"qp", "1"}, {"proc", "1,1,1,1,c"}}, {{"pid", "1"}}, {{"qp", "1"}, {"pid", "x"}},
 	} {
 		if _, err := DecodeStatus(bad); err == nil {
 			t.Errorf("%v accepted", bad)

@@ -15,8 +15,14 @@ import (
 	"time"
 )
 
-// SocketPath is the default control socket of the daemon of device name.
-func SocketPath(name string) string { return "/run/softrnic/" + name + ".sock" }
+// SocketPath is the default control socket of the daemon of device name: $SOFTRNIC_SOCK
+// when set, else /run/softrnic/<name>.sock.
+func SocketPath(name string) string {
+	if s := os.Getenv("SOFTRNIC_SOCK"); s != "" {
+		return s
+	}
+	return "/run/softrnic/" + name + ".sock"
+}
 
 // Handler serves requests. Get returns the pairs of a get response for the query (see
 // Status; at most q.Max QPs, or the one QP q names, ENOENT when it has none such); Set

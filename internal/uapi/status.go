@@ -1,7 +1,9 @@
 package uapi
 
 import (
+	"fmt"
 	"strconv"
+	"strings"
 )
 
 // Counters are the traffic counters of a QP or device as the protocol carries them (the
@@ -84,6 +86,16 @@ type QPStatus struct {
 	Counters  Counters `json:"counters"`
 }
 
+// ProcStatus is a process attached to the device, carried as one line
+// "proc=PID,SLOT,QPS,SINCE,COMM" (SINCE in Unix seconds; COMM last, it may hold commas).
+type ProcStatus struct {
+	PID   int    `json:"pid"`
+	Slot  int    `json:"slot"`
+	QPs   int    `json:"qps"`
+	Since int64  `json:"since"`
+	Comm  string `json:"comm"`
+}
+
 // Status is the decoded answer to get=1.
 //
 // Its lines are, in order: the device keys ("device", then "listen_iwarp" and
@@ -105,7 +117,11 @@ type Status struct {
 	Counters     Counters       `json:"counters"`
 	Daemon       DaemonCounters `json:"daemon"`
 	QPCount      uint64         `json:"qp_count"`
-	QPs          []QPStatus     `json:"qps"`
+	// Steering and Processes describe the RoCEv2 device processes attach to: "bpf" or
+	// "relay" ("" without one), and the attached processes.
+	Steering  string       `json:"steering,omitempty"`
+	Processes []ProcStatus `json:"processes"`
+	QPs       []QPStatus   `json:"qps"`
 
 	// QPNext is set in a page that does not reach the last QP: the qp_from of the next
 	// page (a page ends before it).
@@ -138,6 +154,12 @@ func (s *Status) Pairs() []Pair {
 	for i, k := range daemonKeys {
 		ps = append(ps, Pair{k, strconv.FormatUint(*s.Daemon.field(i), 10)})
 	}
+	if s.Steering != "" {
+		ps = append(ps, Pair{"steering", Sanitize(s.Steering)})
+	}
+	for _, p := range s.Processes {
+		ps = append(ps, Pair{"proc", Sanitize(fmt.Sprintf("%d,%d,%d,%d,%s", p.PID, p.Slot, p.QPs, p.Since, p.Comm))})
+	}
 	ps = append(ps, Pair{"qp_count", strconv.FormatUint(s.QPCount, 10)})
 	if s.QPNextSet {
 		ps = append(ps, Pair{"qp_next", strconv.FormatUint(uint64(s.QPNext), 10)})
@@ -155,7 +177,7 @@ func (s *Status) Pairs() []Pair {
 // DecodeStatus decodes the pairs of a get response. A number that does not parse, a
 // duplicate "device" or a QP key before the first "qp" line is ErrMalformed.
 func DecodeStatus(ps []Pair) (Status, error) {
-	s := Status{ListenIWARP: []string{}, ListenRoCEv2: []string{}, QPs: []QPStatus{}}
+	s := Status{ListenIWARP: []string{}, ListenRoCEv2: []string{}, Processes: []ProcStatus{}, QPs: []QPStatus{}}
 	var q *QPStatus
 	seenDev := false
 	num := func(v string, bits int) (uint64, error) {
@@ -204,7 +226,7 @@ func DecodeStatus(ps []Pair) (Status, error) {
 			case "comm":
 				q.Comm = p.Value
 			case "device", "listen_iwarp", "listen_rocev2", "rocev2_cm_port", "target_addr", "target_rkey", "target_len",
-				"qp_count", "qp_next":
+				"qp_count", "qp_next", "steering", "proc":
 				return Status{}, ErrMalformed
 			default:
 				if daemonIndex(p.Key) >= 0 {
@@ -222,6 +244,22 @@ func DecodeStatus(ps []Pair) (Status, error) {
 			s.Device = p.Value
 		case "listen_iwarp":
 			s.ListenIWARP = append(s.ListenIWARP, p.Value)
+		case "steering":
+			s.Steering = p.Value
+		case "proc":
+			f := strings.SplitN(p.Value, ",", 5)
+			if len(f) != 5 {
+				return Status{}, ErrMalformed
+			}
+			var ns [4]int64
+			for i := range 4 {
+				n, err := strconv.ParseInt(f[i], 10, 64)
+				if err != nil || n < 0 || i < 3 && n > 1<<31-1 {
+					return Status{}, ErrMalformed
+				}
+				ns[i] = n
+			}
+			s.Processes = append(s.Processes, ProcStatus{PID: int(ns[0]), Slot: int(ns[1]), QPs: int(ns[2]), Since: ns[3], Comm: f[4]})
 		case "listen_rocev2":
 			s.ListenRoCEv2 = append(s.ListenRoCEv2, p.Value)
 		case "target_addr", "target_len":

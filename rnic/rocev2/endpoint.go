@@ -4,10 +4,10 @@ import (
 	"errors"
 	"log/slog"
 	"math/rand/v2"
-	"syscall"
 	"net/netip"
 	"sync"
 	"sync/atomic"
+	"syscall"
 
 	"github.com/softrnic/softrnic/rnic"
 	"github.com/softrnic/softrnic/roce"

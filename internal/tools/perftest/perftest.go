@@ -110,7 +110,7 @@ type Options struct {
 	Gbits    bool       // --report_gbits
 	Retry    int        // --retry_count
 	Timeout8 int        // -u: QP ACK timeout exponent
-	Dev      string     // -d: the name of the softrnic device
+	Dev      string     // -d: a device a running softrnic daemon serves, attached to (tool.Open); "": an in-process device
 	NoPCIeRO bool       // --disable_pcie_relaxed (printed only)
 
 	RDMACM bool // -R: data connections with rdma_cm (always on over iWARP)
@@ -142,7 +142,7 @@ func (o Options) LinkOptions() hostlink.Options { return o.Link }
 func Defaults(v Verb, lat bool) Options {
 	o := Options{Verb: v, Latency: lat, Atomic: FetchAdd, Port: DefaultPort, Size: DefaultSize, Iters: defIters,
 		QPs: 1, TxDepth: defTxBW, RxDepth: 1, CQMod: defCQMod, GIDIndex: -1, Margin: -1, Retry: defRetryCount,
-		Timeout8: defQPTimeout, Dev: tool.DefaultDevice, Idle: DefaultIdle}
+		Timeout8: defQPTimeout, Idle: DefaultIdle}
 	if lat {
 		o.Size, o.TxDepth = defSizeLat, defTxLat
 	} else if v == Write {

@@ -61,7 +61,7 @@ const (
 type Options struct {
 	Mode     Mode
 	Port     int    // -p: TCP port of the address exchange
-	Dev      string // -d: device name
+	Dev      string // -d: a device a running softrnic daemon serves, attached to (tool.Open); "": an in-process device
 	IBPort   int    // -i: port of the device (only 1)
 	Size     int    // -s: message size
 	MTU      int    // -m: path MTU in bytes (rc, uc, srq)
@@ -90,7 +90,7 @@ func (o Options) LinkOptions() hostlink.Options { return o.Link }
 
 // DefaultOptions are the examples' defaults for mode m.
 func DefaultOptions(m Mode) Options {
-	o := Options{Mode: m, Port: DefaultPort, Dev: tool.DefaultDevice, IBPort: 1, Size: defSize, MTU: 1024, RxDepth: 500,
+	o := Options{Mode: m, Port: DefaultPort, IBPort: 1, Size: defSize, MTU: 1024, RxDepth: 500,
 		Iters: 1000, NumQP: 16, GIDIdx: -1, UDPPort: roce.UDPPort, Idle: DefaultIdle}
 	if m == UD {
 		o.Size = 1024

@@ -21,6 +21,9 @@ func Usage(w io.Writer) {
 	-v		display ping data to stdout
 	-V		validate ping data
 	-d		debug printfs
+	-d NAME, --dev NAME
+			attach to device NAME of a running softrnic daemon (its RoCEv2 address
+			with --roce); without a daemon, an in-process device as by default
 	-S size		ping data size (`+strconv.Itoa(MinSize)+` to `+strconv.Itoa(MaxSize)+`, default 64)
 	-C count	ping count times (default: forever)
 	-a addr		address
@@ -102,6 +105,12 @@ func ParseArgs(args []string) (Options, error) {
 				default:
 					o.Timeout = d
 				}
+			case "dev":
+				v, err := needVal()
+				if err != nil {
+					return o, err
+				}
+				o.Dev = v
 			case "fault":
 				v, err := needVal()
 				if err != nil {
@@ -135,7 +144,14 @@ func ParseArgs(args []string) (Options, error) {
 			case 'V':
 				o.Validate = true
 			case 'd':
-				o.Debug = true
+				// rping's -d is debug output; "-d NAME" (a word after it) names a
+				// device of the softrnic daemon to attach to, as rdma-core's tools take -d
+				if j == len(a)-1 && i+1 < len(args) && args[i+1] != "" && args[i+1][0] != '-' {
+					i++
+					o.Dev = args[i]
+				} else {
+					o.Debug = true
+				}
 			case 'a', 'p', 'C', 'S':
 				v := a[j+1:]
 				if v == "" {

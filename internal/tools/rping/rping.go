@@ -55,6 +55,7 @@ type Options struct {
 	Verbose  bool   // -v: print ping data
 	Validate bool   // -V: client: compare what came back with what was sent
 	Debug    bool   // -d: debug lines on stdout
+	Dev      string // -d NAME, --dev NAME: a device a running softrnic daemon serves, attached to (tool.Open); "": in-process
 
 	CRC     bool             // --crc: request MPA CRC (C bit)
 	Timeout time.Duration    // --timeout: bound on the whole run (0: none)

@@ -30,8 +30,25 @@ func TestParseRpingArgs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !o.Server || o.Port != 7174 || o.Size != 64 || o.Count != 0 || o.Addr != "" {
+	if !o.Server || o.Port != 7174 || o.Size != 64 || o.Count != 0 || o.Addr != "" || o.Dev != "" {
 		t.Fatalf("defaults: %+v", o)
+	}
+	// -d alone is rping's debug flag; -d NAME (a word after it) and --dev NAME name a device
+	for _, c := range []struct {
+		args  []string
+		dev   string
+		debug bool
+	}{
+		{[]string{"-c", "-a", "h", "-d"}, "", true},
+		{[]string{"-c", "-d", "-a", "h"}, "", true},
+		{[]string{"-c", "-vd", "-a", "h"}, "", true},
+		{[]string{"-c", "-d", "softrnic0", "-a", "h"}, "softrnic0", false},
+		{[]string{"-c", "--dev", "x1", "-d", "-a", "h"}, "x1", true},
+	} {
+		o, err := ParseArgs(c.args)
+		if err != nil || o.Dev != c.dev || o.Debug != c.debug {
+			t.Fatalf("%q: dev %q debug %v err %v; want %q %v", c.args, o.Dev, o.Debug, err, c.dev, c.debug)
+		}
 	}
 	// rping's size range: sizeof("2147483647") + sizeof("rdma-ping-%d: ") .. 64 KiB - 1.
 	for _, c := range []struct {

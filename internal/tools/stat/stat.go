@@ -126,16 +126,28 @@ func printStatus(w io.Writer, s *uapi.Status) error {
 	fmt.Fprintf(w, "qps %d  control clients %d (refused %d, idle closed %d, accept errors %d)  listen refused %d  rping sessions %d (refused %d, idle closed %d)\n",
 		s.QPCount, dc.CtlClients, dc.CtlRefused, dc.CtlIdleClosed, dc.CtlAcceptErrors, dc.ListenRefused,
 		dc.RpingSessions, dc.RpingRefused, dc.RpingIdleClosed)
+	if s.Steering != "" {
+		fmt.Fprintf(w, "attached %d (refused %d)  steering %s (steered %d, relay dropped %d)  MADs in %d out %d (dropped %d, refused %d)  QPN refused %d  DREQs for ended processes %d\n",
+			dc.Attached, dc.AttachRefused, s.Steering, dc.Steered, dc.RelayDropped, dc.MADsIn, dc.MADsOut, dc.MADDropped, dc.MADRefused,
+			dc.QPNRefused, dc.DREQsSent)
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "QPN\tTRANSPORT\tSTATE\tPEER\tTX_BYTES\tRX_BYTES\tTX_SEGS\tRX_SEGS\tCRC_ERR\tTERM_TX\tTERM_RX\tRETX\tNAKS\t")
-	row := func(qpn, tr, st, peer string, c *uapi.Counters) {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t\n", qpn, tr, st, peer,
+	fmt.Fprintln(tw, "QPN\tPID\tCOMM\tTRANSPORT\tSTATE\tPEER\tTX_BYTES\tRX_BYTES\tTX_SEGS\tRX_SEGS\tCRC_ERR\tTERM_TX\tTERM_RX\tRETX\tNAKS\t")
+	row := func(qpn, pid, comm, tr, st, peer string, c *uapi.Counters) {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t\n", qpn, pid, comm, tr, st, peer,
 			c.TxBytes, c.RxBytes, c.TxSegments, c.RxSegments, c.CRCErrors, c.TermSent, c.TermRecv, c.Retransmits, c.NAKs)
 	}
 	for i := range s.QPs {
 		q := &s.QPs[i]
-		row(fmt.Sprint(q.QPN), q.Transport, q.State, q.Peer, &q.Counters)
+		row(fmt.Sprint(q.QPN), fmt.Sprint(q.PID), dash(q.Comm), dash(q.Transport), q.State, dash(q.Peer), &q.Counters)
 	}
-	row("device", "-", "-", "-", &s.Counters)
+	row("device", "-", "-", "-", "-", "-", &s.Counters)
 	return tw.Flush()
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }

@@ -21,6 +21,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/softrnic/softrnic/host"
 	"github.com/softrnic/softrnic/internal/hostlink"
 	"github.com/softrnic/softrnic/rnic"
 	"github.com/softrnic/softrnic/rnic/cm"
@@ -108,7 +109,29 @@ func ParseDuration(name, v string) (time.Duration, error) {
 // listeners bind; "" for the transport's default) or, for RoCEv2, "ip" or "ip:udpport":
 // the address of the RoCE link (required; the ICRC covers it; UDP 4791 by default). On
 // error the device made so far is still returned, for the caller's cleanup to close.
+//
+// A device name the user gave (-d NAME; "" means none) that a running softrnic daemon
+// serves is attached to (package host, the daemon's socket at $SOFTRNIC_SOCK or
+// /run/softrnic/NAME.sock): over RoCEv2 the transport is the device's, at its address
+// (local is not used); over iWARP the transport runs over the kernel's TCP at local as
+// without a daemon, its QPs numbered and listed by the daemon. Without a daemon the
+// device is in-process as for "".
 func Open(name, network, local string, o *cm.Options) (*rnic.Device, *cm.Transport, error) {
+	if o == nil {
+		o = &cm.Options{}
+	}
+	if name != "" && hostlink.Process().Options().XDP == "" {
+		d, err := host.Open(name, &host.Options{CM: o.CM, RoCE: o.RoCE})
+		switch {
+		case err == nil && network == cm.RoCEv2:
+			return d.RNIC(), d.Transport(), nil
+		case err == nil:
+			t, err := cm.Open(d.RNIC(), network, local, o)
+			return d.RNIC(), t, err
+		case !errors.Is(err, host.ErrNoDaemon):
+			return nil, nil, err
+		}
+	}
 	if name == "" {
 		name = DefaultDevice
 	}
@@ -125,9 +148,6 @@ func Open(name, network, local string, o *cm.Options) (*rnic.Device, *cm.Transpo
 	dev, err := rnic.Open(devCfg)
 	if err != nil {
 		return dev, nil, err
-	}
-	if o == nil {
-		o = &cm.Options{}
 	}
 	// --xdp: the transport runs on the process's AF_XDP port; --pcap: it is recorded
 	if local, err = hostlink.Process().CM(network, local, o); err != nil {

@@ -1,0 +1,158 @@
+// Package res is "softrnic res show qp" and "softrnic dev": the resources of a softrnic
+// daemon's device across every process attached to it, in the manner of iproute2's
+// "rdma res show qp" and "rdma dev" (-j prints JSON). They read the daemon's control
+// socket (internal/uapi), paging through the QPs.
+package res
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"text/tabwriter"
+	"time"
+
+	"github.com/softrnic/softrnic/internal/tools/tool"
+	"github.com/softrnic/softrnic/internal/uapi"
+)
+
+// Summaries "softrnic help" prints.
+const (
+	Summary    = "list a daemon device's QPs across its processes: res show qp [-j] [-sock path]"
+	DevSummary = "show a daemon's device: address, steering, attached processes [-j] [-sock path]"
+)
+
+// Options are the commands' settings.
+type Options struct {
+	Sock string // control socket
+	JSON bool   // -j
+}
+
+func parse(name string, args []string, errOut io.Writer) (Options, []string, error) {
+	var o Options
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(errOut)
+	dev := fs.String("d", tool.DefaultDevice, "device name (selects the default socket)")
+	fs.StringVar(&o.Sock, "sock", "", "control socket (default $SOFTRNIC_SOCK, else /run/softrnic/<name>.sock)")
+	fs.BoolVar(&o.JSON, "j", false, "print JSON")
+	if err := fs.Parse(args); err != nil {
+		return o, nil, err
+	}
+	if o.Sock == "" {
+		o.Sock = uapi.SocketPath(*dev)
+	}
+	return o, fs.Args(), nil
+}
+
+func run(name string, args []string, f func(context.Context, Options, []string, io.Writer) error) int {
+	o, rest, err := parse(name, args, os.Stderr)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		fmt.Fprintln(os.Stderr, name+":", err)
+		return 2
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := f(ctx, o, rest, os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, name+":", err)
+		if errors.Is(err, errUsage) {
+			return 2
+		}
+		return 1
+	}
+	return 0
+}
+
+var errUsage = errors.New(`usage: softrnic res show qp [-j] [-d name] [-sock path]`)
+
+// Main is "softrnic res".
+func Main(args []string) int { return run("res", args, Res) }
+
+// DevMain is "softrnic dev".
+func DevMain(args []string) int { return run("dev", args, Dev) }
+
+// Res runs "res show qp" (the operands after the flags: "show", "qp"; "show" alone
+// means qp too). Flags may also follow the operands (rdma res show qp -j).
+func Res(ctx context.Context, o Options, ops []string, w io.Writer) error {
+	for len(ops) > 0 && len(ops[len(ops)-1]) > 0 && ops[len(ops)-1][0] == '-' {
+		switch ops[len(ops)-1] {
+		case "-j", "--json":
+			o.JSON = true
+		default:
+			return fmt.Errorf("unknown flag %q: %w", ops[len(ops)-1], errUsage)
+		}
+		ops = ops[:len(ops)-1]
+	}
+	switch {
+	case len(ops) == 0, len(ops) == 1 && ops[0] == "show", len(ops) == 2 && ops[0] == "show" && ops[1] == "qp":
+	case len(ops) == 2 && ops[0] == "show" && (ops[1] == "cq" || ops[1] == "mr" || ops[1] == "pd"):
+		return fmt.Errorf("res show %s: not reported by the daemon yet (QPs only)", ops[1])
+	default:
+		return errUsage
+	}
+	s, err := uapi.GetStatus(ctx, o.Sock)
+	if err != nil {
+		return err
+	}
+	w = tool.Output(w)
+	if o.JSON {
+		return json.NewEncoder(w).Encode(s.QPs)
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "DEV\tQPN\tPID\tCOMM\tSTATE\tTRANSPORT\tPEER\tTX_BYTES\tRX_BYTES")
+	for _, q := range s.QPs {
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\t%s\t%d\t%d\n", s.Device, q.QPN, q.PID, dash(q.Comm), q.State, dash(q.Transport),
+			dash(q.Peer), q.Counters.TxBytes, q.Counters.RxBytes)
+	}
+	return tw.Flush()
+}
+
+// devInfo is what "dev" prints.
+type devInfo struct {
+	Device    string              `json:"device"`
+	RoCEv2    []string            `json:"rocev2"`
+	IWARP     []string            `json:"iwarp"`
+	Steering  string              `json:"steering"`
+	QPs       uint64              `json:"qps"`
+	Processes []uapi.ProcStatus   `json:"processes"`
+	Counters  uapi.DaemonCounters `json:"counters"`
+}
+
+// Dev runs "dev".
+func Dev(ctx context.Context, o Options, ops []string, w io.Writer) error {
+	if len(ops) > 1 || len(ops) == 1 && ops[0] != "show" && ops[0] != "-j" {
+		return errors.New("usage: softrnic dev [show] [-j] [-d name] [-sock path]")
+	}
+	if len(ops) == 1 && ops[0] == "-j" {
+		o.JSON = true
+	}
+	s, err := uapi.GetStatus(ctx, o.Sock)
+	if err != nil {
+		return err
+	}
+	d := devInfo{Device: s.Device, RoCEv2: s.ListenRoCEv2, IWARP: s.ListenIWARP, Steering: s.Steering, QPs: s.QPCount,
+		Processes: s.Processes, Counters: s.Daemon}
+	w = tool.Output(w)
+	if o.JSON {
+		return json.NewEncoder(w).Encode(&d)
+	}
+	fmt.Fprintf(w, "%s: rocev2 %v iwarp %v steering %s qps %d attached %d\n", d.Device, d.RoCEv2, d.IWARP, dash(d.Steering), d.QPs, len(d.Processes))
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "PID\tCOMM\tSLOT\tQPS\tSINCE")
+	for _, p := range d.Processes {
+		fmt.Fprintf(tw, "%d\t%s\t%d\t%d\t%s\n", p.PID, dash(p.Comm), p.Slot, p.QPs, time.Unix(p.Since, 0).UTC().Format(time.RFC3339))
+	}
+	return tw.Flush()
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
