@@ -122,7 +122,7 @@ func New(cfg Config) (*Broker, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	s, err := steer.New(steer.Config{Addr: cfg.Addr, Mode: cfg.Mode, MaxProcs: cfg.MaxProcs})
+	s, err := newSteerer(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("device %s: RoCEv2 address %v: %w", cfg.Name, cfg.Addr, err)
 	}
@@ -139,6 +139,30 @@ func New(cfg Config) (*Broker, error) {
 	b.wg.Add(1)
 	go b.acceptLoop()
 	return b, nil
+}
+
+// newSteerer claims the device's address. Port 0 (tests) takes a free port below
+// 0xC000, as rocev2.ListenUDP picks one: a source port in 0xC000-0xFFFF is flow entropy
+// to RoCEv2 peers (IBTA A17.3), who would answer it on 4791.
+func newSteerer(cfg Config) (*steer.Steerer, error) {
+	sc := steer.Config{Addr: cfg.Addr, Mode: cfg.Mode, MaxProcs: cfg.MaxProcs}
+	if cfg.Addr.Port() != 0 {
+		return steer.New(sc)
+	}
+	var err error
+	for range 8 {
+		var l *rocev2.UDPLink
+		if l, err = rocev2.ListenUDP(cfg.Addr, nil); err != nil {
+			return nil, err
+		}
+		sc.Addr = l.LocalAddr()
+		l.Close()
+		var s *steer.Steerer
+		if s, err = steer.New(sc); err == nil || !errors.Is(err, syscall.EADDRINUSE) {
+			return s, err
+		}
+	}
+	return nil, err
 }
 
 // listen creates the attach socket with its permissions.

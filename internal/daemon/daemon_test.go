@@ -423,8 +423,9 @@ func TestDaemonEndToEnd(t *testing.T) {
 		}
 		// The stat table prints the same numbers.
 		row := statRow(t, sock, strconv.Itoa(int(s.QPs[0].QPN)))
-		if row[1] != "iwarp" || row[2] != "RTS" || row[4] != fmt.Sprint(want.TxBytes) || row[5] != fmt.Sprint(want.RxBytes) ||
-			row[6] != fmt.Sprint(want.TxSegments) || row[7] != fmt.Sprint(want.RxSegments) {
+		if row[1] != strconv.Itoa(os.Getpid()) || row[2] != "softrnic" || row[3] != "iwarp" || row[4] != "RTS" ||
+			row[6] != fmt.Sprint(want.TxBytes) || row[7] != fmt.Sprint(want.RxBytes) ||
+			row[8] != fmt.Sprint(want.TxSegments) || row[9] != fmt.Sprint(want.RxSegments) {
 			t.Fatalf("stat row %q, want %+v", row, want)
 		}
 		// JSON output decodes to the same status.
