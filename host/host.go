@@ -211,7 +211,19 @@ func (d *Device) attach(c *net.UnixConn, o *Options) error {
 		return err
 	}
 	link := &attachedLink{Link: data, gsi: gsi, d: d}
-	d.t, err = cm.Open(d.dev, cm.RoCEv2, d.addr.String(), &cm.Options{Link: link, CM: o.CM, RoCE: o.RoCE})
+	rc := o.RoCE
+	if w.Mode == "relay" && (rc == nil || rc.PeerPort == 0) {
+		// Relayed processes send from ephemeral ports of the device's IP, so a peer on
+		// this host is recognised by its IP (and every peer answered on the device's
+		// port, 4791 in production: rocev2.Config.PeerPort; the relay's limitation).
+		c := rocev2.Config{}
+		if rc != nil {
+			c = *rc
+		}
+		c.PeerPort = d.addr.Port()
+		rc = &c
+	}
+	d.t, err = cm.Open(d.dev, cm.RoCEv2, d.addr.String(), &cm.Options{Link: link, CM: o.CM, RoCE: rc})
 	if err != nil {
 		d.dev.Close()
 		d.conn.Close()

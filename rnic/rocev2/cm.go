@@ -450,7 +450,11 @@ func (a *cmAgent) input(p *roce.Packet, from netip.AddrPort) {
 func (a *cmAgent) match(ours, theirs uint32, from netip.AddrPort, early bool) *cmConn {
 	a.mu.Lock()
 	c := a.byLocal[ours]
-	ok := c != nil && c.peer == from && (c.remoteID == theirs || early && c.remoteID == 0)
+	// With Config.PeerPort, from is the peer's IP and PeerPort (peerLinkAddr), and the
+	// peer may have been dialed at another port ("ip:port@udpport"): its IP decides, as
+	// for the QP's packets (fromPeer).
+	samePeer := c != nil && (c.peer == from || a.e.cfg.PeerPort != 0 && c.peer.Addr() == from.Addr())
+	ok := samePeer && (c.remoteID == theirs || early && c.remoteID == 0)
 	a.mu.Unlock()
 	if !ok {
 		a.e.CMDropped.Add(1)
