@@ -8,8 +8,10 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/softrnic/softrnic/host"
 	"github.com/softrnic/softrnic/rnic"
 	"github.com/softrnic/softrnic/rnic/cm"
+	"github.com/softrnic/softrnic/rnic/rocev2"
 )
 
 // IA is an open Interface Adapter instance (spec §6.2.1): the root of every
@@ -23,6 +25,7 @@ type IA struct {
 
 	dev   *rnic.Device
 	tr    *cm.Transport
+	host  *host.Device // "rocev2 @<device>": attached to the daemon's device
 	local net.IP
 	// udpPort is the RoCEv2 UDP port of the instance data (0: default)
 	udpPort int
@@ -101,6 +104,9 @@ func (r *Registry) OpenIA(name string, asyncQLen int, asyncEVD *EVD) (*IA, *EVD,
 	}
 	kind, addr, _ := strings.Cut(strings.TrimSpace(p.InstanceData), " ")
 	addr = strings.TrimSpace(addr)
+	if devName, ok := strings.CutPrefix(addr, "@"); ok && kind == cm.RoCEv2 {
+		return r.openAttached(p, name, devName, asyncQLen, asyncEVD)
+	}
 	if addr == "" {
 		addr = "127.0.0.1"
 	}
@@ -114,11 +120,7 @@ func (r *Registry) OpenIA(name string, asyncQLen int, asyncEVD *EVD) (*IA, *EVD,
 		r.release(p)
 		return nil, nil, invalidArg(1)
 	}
-	ia := &IA{reg: r, prov: p, name: name, local: local, udpPort: port, objs: make(map[Handle]struct{}),
-		closedCh: make(chan struct{}), eps: make(map[uint32]*EP), lmrs: make(map[uint32]*LMR),
-		srqs: make(map[*rnic.SRQ]*SRQ), psps: make(map[ConnQual]*PSP)}
-	ia.ctx, ia.cancel = context.WithCancel(context.Background())
-	ia.ia = ia
+	ia := r.newIA(p, name, local, port)
 	if kind != cm.IWARP && kind != cm.RoCEv2 {
 		r.release(p)
 		return nil, nil, ErrCommNotSupported
@@ -139,6 +141,42 @@ func (r *Registry) OpenIA(name string, asyncQLen int, asyncEVD *EVD) (*IA, *EVD,
 		r.release(p)
 		return nil, nil, withCause(ErrResourceDevice, err)
 	}
+	return ia.start(asyncQLen, asyncEVD)
+}
+
+// newIA makes an IA of provider p named name on local (its RoCEv2 UDP port, 0: default).
+func (r *Registry) newIA(p *Provider, name string, local net.IP, port int) *IA {
+	ia := &IA{reg: r, prov: p, name: name, local: local, udpPort: port, objs: make(map[Handle]struct{}),
+		closedCh: make(chan struct{}), eps: make(map[uint32]*EP), lmrs: make(map[uint32]*LMR),
+		srqs: make(map[*rnic.SRQ]*SRQ), psps: make(map[ConnQual]*PSP)}
+	ia.ctx, ia.cancel = context.WithCancel(context.Background())
+	ia.ia = ia
+	return ia
+}
+
+// openAttached opens an IA on device devName of the running softrnic daemon (dat.conf
+// instance data "rocev2 @softrnic0", package host): the daemon's RoCEv2 address, shared
+// with every process attached to it. No daemon: DAT_INSUFFICIENT_RESOURCES /
+// DAT_RESOURCE_DEVICE wrapping host.ErrNoDaemon.
+func (r *Registry) openAttached(p *Provider, name, devName string, asyncQLen int, asyncEVD *EVD) (*IA, *EVD, error) {
+	var ro *rocev2.Config
+	if p.RoCE != nil {
+		c := *p.RoCE
+		ro = &c
+	}
+	d, err := host.Open(devName, &host.Options{RoCE: ro})
+	if err != nil {
+		r.release(p)
+		return nil, nil, withCause(ErrResourceDevice, err)
+	}
+	ap := d.Addr()
+	ia := r.newIA(p, name, net.IP(ap.Addr().AsSlice()), int(ap.Port()))
+	ia.host, ia.dev, ia.tr = d, d.RNIC(), d.Transport()
+	return ia.start(asyncQLen, asyncEVD)
+}
+
+// start gives the IA its asynchronous EVD and starts its event pump.
+func (ia *IA) start(asyncQLen int, asyncEVD *EVD) (*IA, *EVD, error) {
 	if asyncEVD == nil {
 		asyncEVD = newEVD(ia, asyncQLen, EVDAsync)
 		asyncEVD.isAsync = true
@@ -191,10 +229,14 @@ func (ia *IA) Close(flags CloseFlags) error {
 	}
 	ia.dead.Store(true)
 	close(ia.closedCh)
-	if ia.tr != nil {
-		_ = ia.tr.Close()
+	if ia.host != nil {
+		_ = ia.host.Close() // its transport and device, and the attachment
+	} else {
+		if ia.tr != nil {
+			_ = ia.tr.Close()
+		}
+		ia.dev.Close()
 	}
-	ia.dev.Close()
 	ia.wg.Wait()
 	if ia.ownAsync {
 		ia.asyncEVD.destroy()

@@ -25,8 +25,10 @@ const NameMaxLength = 256
 // Provider is a registered DAT provider (DAT_PROVIDER, spec §8.2.1): an IA
 // name bound to a transport of the softrnic engine. InstanceData is the
 // dat.conf instance string, "<transport> [<local address>]", e.g.
-// "iwarp 127.0.0.1"; transports are "iwarp" (and "rocev2" once the engine
-// has it). Related lists IA names sharing hardware with this one.
+// "iwarp 127.0.0.1" or "rocev2 192.0.2.1:4791" (an in-process device of the IA's
+// own), or "rocev2 @softrnic0": device softrnic0 of the running softrnic daemon,
+// which the IA attaches to and shares with every process attached to it (package
+// host). Related lists IA names sharing hardware with this one.
 type Provider struct {
 	Info         ProviderInfo
 	InstanceData string

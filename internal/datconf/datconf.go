@@ -16,7 +16,8 @@
 // The ia_params of a softrnic entry are "<transport> <address>", the
 // instance data of package dat: transport "iwarp" or "rocev2", address an IP
 // address or a network interface name, for rocev2 optionally followed by
-// ":<udp port>" (default 4791).
+// ":<udp port>" (default 4791); or "rocev2 @<device>": the device of a running
+// softrnic daemon, which the IA attaches to (package host).
 package datconf
 
 import (
@@ -75,10 +76,11 @@ type IAParams struct {
 	Transport string // "iwarp" or "rocev2"
 	Address   string // IP address or interface name, as written
 	Port      int    // RoCEv2 UDP port; 0 means the default
+	Device    string // "rocev2 @<device>": a device of the softrnic daemon (Address and Port unused)
 }
 
 // ErrBadParams reports ia_params that are not "<transport> <address>".
-var ErrBadParams = errors.New("datconf: ia_params must be \"<iwarp|rocev2> <address|interface>[:<udp port>]\"")
+var ErrBadParams = errors.New("datconf: ia_params must be \"<iwarp|rocev2> <address|interface>[:<udp port>]\" or \"rocev2 @<device>\"")
 
 // ParseIAParams parses the ia_params of a softrnic entry. A missing address
 // is DefaultAddress.
@@ -93,6 +95,12 @@ func ParseIAParams(s string) (IAParams, error) {
 	}
 	if len(f) == 2 {
 		p.Address = f[1]
+	}
+	if dev, ok := strings.CutPrefix(p.Address, "@"); ok {
+		if p.Transport != "rocev2" || dev == "" || strings.ContainsAny(dev, "/:@") {
+			return IAParams{}, fmt.Errorf("%w: a device is \"rocev2 @<name>\"", ErrBadParams)
+		}
+		return IAParams{Transport: p.Transport, Device: dev}, nil
 	}
 	if ap, err := netip.ParseAddrPort(p.Address); err == nil {
 		p.Address, p.Port = ap.Addr().String(), int(ap.Port())
@@ -116,6 +124,9 @@ func ParseIAParams(s string) (IAParams, error) {
 // IPv4 address of the interface, else its first IPv6 address) and returns
 // the instance data of package dat's Provider: "<transport> <ip>[:<port>]".
 func (p IAParams) InstanceData() (string, error) {
+	if p.Device != "" {
+		return p.Transport + " @" + p.Device, nil
+	}
 	ip, err := resolve(p.Address)
 	if err != nil {
 		return "", err

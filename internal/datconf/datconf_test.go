@@ -42,13 +42,14 @@ func TestParseIAParams(t *testing.T) {
 		want IAParams
 		inst string
 	}{
-		{"iwarp 127.0.0.1", IAParams{"iwarp", "127.0.0.1", 0}, "iwarp 127.0.0.1"},
-		{"iwarp", IAParams{"iwarp", DefaultAddress, 0}, "iwarp 127.0.0.1"},
-		{"rocev2 10.1.2.3:4792", IAParams{"rocev2", "10.1.2.3", 4792}, "rocev2 10.1.2.3:4792"},
-		{"rocev2 [::1]:4791", IAParams{"rocev2", "::1", 4791}, "rocev2 [::1]:4791"},
-		{"  iwarp   ::1 ", IAParams{"iwarp", "::1", 0}, "iwarp ::1"},
-		{"rocev2 lo", IAParams{"rocev2", "lo", 0}, "rocev2 127.0.0.1"},
-		{"rocev2 lo:4800", IAParams{"rocev2", "lo", 4800}, "rocev2 127.0.0.1:4800"},
+		{"iwarp 127.0.0.1", IAParams{"iwarp", "127.0.0.1", 0, ""}, "iwarp 127.0.0.1"},
+		{"iwarp", IAParams{"iwarp", DefaultAddress, 0, ""}, "iwarp 127.0.0.1"},
+		{"rocev2 10.1.2.3:4792", IAParams{"rocev2", "10.1.2.3", 4792, ""}, "rocev2 10.1.2.3:4792"},
+		{"rocev2 [::1]:4791", IAParams{"rocev2", "::1", 4791, ""}, "rocev2 [::1]:4791"},
+		{"  iwarp   ::1 ", IAParams{"iwarp", "::1", 0, ""}, "iwarp ::1"},
+		{"rocev2 lo", IAParams{"rocev2", "lo", 0, ""}, "rocev2 127.0.0.1"},
+		{"rocev2 lo:4800", IAParams{"rocev2", "lo", 4800, ""}, "rocev2 127.0.0.1:4800"},
+		{"rocev2 @softrnic0", IAParams{Transport: "rocev2", Device: "softrnic0"}, "rocev2 @softrnic0"},
 	} {
 		p, err := ParseIAParams(c.in)
 		if err != nil || p != c.want {
@@ -60,7 +61,8 @@ func TestParseIAParams(t *testing.T) {
 			t.Errorf("%q: instance %q, %v; want %q", c.in, inst, err, c.inst)
 		}
 	}
-	for _, in := range []string{"", "ib0 0", "iwarp 1.2.3.4 extra", "iwarp 1.2.3.4:80", "rocev2 x:0", "rocev2 x:99999", "rocev2 :4791"} {
+	for _, in := range []string{"", "ib0 0", "iwarp 1.2.3.4 extra", "iwarp 1.2.3.4:80", "rocev2 x:0", "rocev2 x:99999", "rocev2 :4791",
+		"iwarp @softrnic0", "rocev2 @", "rocev2 @a/b", "rocev2 @x:4791"} {
 		if p, err := ParseIAParams(in); !errors.Is(err, ErrBadParams) {
 			t.Errorf("%q: %+v, %v; want ErrBadParams", in, p, err)
 		}
