@@ -264,7 +264,7 @@ func (d *Device) handle(m attach.Msg) attach.Msg {
 	out := make([]attach.QP, 0, len(qps))
 	for _, q := range qps {
 		s := q.Counters().Snapshot()
-		out = append(out, attach.QP{QPN: q.Num(), State: q.State().String(), TxBytes: s.TxBytes, RxBytes: s.RxBytes,
+		out = append(out, attach.QP{QPN: q.Num(), Transport: q.Transport(), State: q.State().String(), TxBytes: s.TxBytes, RxBytes: s.RxBytes,
 			TxSegs: s.TxSegments, RxSegs: s.RxSegments, Retrans: s.Retransmits, NAKs: s.NAKs})
 	}
 	return attach.Msg{Op: attach.OpOK, QPs: out}

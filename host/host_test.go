@@ -210,7 +210,7 @@ func TestAttachedProcesses(t *testing.T) {
 			}
 			for _, q := range []*rnic.QP{a.qp, b.qp} {
 				e, ok := found[q.Num()]
-				if !ok || e.State != "RTS" || e.Peer == "" || e.TxBytes+e.RxBytes == 0 {
+				if !ok || e.State != "RTS" || e.Transport != "rocev2" || e.Peer == "" || e.TxBytes+e.RxBytes == 0 {
 					t.Fatalf("daemon's list lacks QP %d in RTS with a peer and traffic: %+v", q.Num(), qps)
 				}
 			}

@@ -35,6 +35,9 @@ type QPTransport interface {
 	Disconnect(graceful bool)
 }
 
+// A QPTransport may also name its network with a method Network() string ("iwarp",
+// "rocev2"), which QP.Transport reports.
+
 // SendWQE is a posted send work request as the engine lends it to the transport between
 // [TransportQP.NextSend] and [TransportQP.CompleteSend]. SGL, Segs and Inline data stay valid until then.
 type SendWQE struct {
@@ -196,6 +199,18 @@ func (q *QP) State() QPState {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	return q.state
+}
+
+// Transport names the wire protocol the QP is attached to: "iwarp", "rocev2", or ""
+// before a transport attached (or for one that does not say, see QPTransport).
+func (q *QP) Transport() string {
+	q.mu.Lock()
+	t := q.t
+	q.mu.Unlock()
+	if n, ok := t.(interface{ Network() string }); ok {
+		return n.Network()
+	}
+	return ""
 }
 
 // Err returns the error that moved the QP to Error, if any (e.g. a Terminate error).

@@ -331,3 +331,6 @@ func (c *Conn) fail(ev rnic.EventType, err error) {
 	c.setErr(err)
 	c.qp.Fatal(ev, err)
 }
+
+// Network names the transport: "iwarp" (rnic.QP.Transport reports it).
+func (c *Conn) Network() string { return "iwarp" }

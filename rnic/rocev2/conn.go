@@ -446,3 +446,6 @@ var debugHook func(c *Conn)
 func isProbe(p *roce.Packet) bool {
 	return p.Opcode().WithService(roce.ServiceRC) == roce.RCWriteOnly && p.RETH != nil && p.RETH.DMALen() == 0
 }
+
+// Network names the transport: "rocev2" (rnic.QP.Transport reports it).
+func (c *Conn) Network() string { return "rocev2" }

@@ -249,3 +249,6 @@ func (e *Endpoint) inputUD(p roce.Packet, from netip.AddrPort, qpn uint32, ipID 
 	u.qp.CountRx(n, 1)
 	u.qp.CompleteRecv(w, res)
 }
+
+// Network names the transport: "rocev2" (rnic.QP.Transport reports it).
+func (u *UDQP) Network() string { return "rocev2" }
