@@ -27,6 +27,9 @@ func (d *Daemon) status(q uapi.Query) (uapi.Status, error) {
 	// the attached processes' QPs first (each process asked, within the broker's timeout;
 	// the daemon's lock is not held meanwhile)
 	var procs map[uint32]uapi.QPStatus
+	if d.prt != nil {
+		s.Netdev, s.PortState, s.MTU, s.GIDs = d.prt.status()
+	}
 	if d.br != nil {
 		s.Steering = d.br.Mode().String()
 		for _, p := range d.br.Processes() {

@@ -78,6 +78,7 @@ type Daemon struct {
 	mr      *rnic.MR
 	ep      *rocev2.Endpoint
 	br      *broker.Broker // the device processes attach to (-rocev2 without -xdp)
+	prt     *port          // its netdev: state, MTU, GIDs
 	met     *http.Server   // -metrics
 	metAddr net.Addr
 
@@ -122,6 +123,13 @@ func Start(o Options) (_ *Daemon, err error) {
 				return nil, err
 			}
 			cfg.QPNumbers = d.br.QPNumbers()
+			if d.prt, err = trackPort(roAddr.Addr(), o.Netdev, d.log); err != nil {
+				if o.Netdev != "" || !errors.Is(err, errNoNetdev) {
+					return nil, err
+				}
+				d.log.Warn("device: no netdev carries its address; port state and GIDs not tracked", "addr", roAddr.Addr())
+				err = nil
+			}
 			d.log.Info("device", "name", o.Name, "rocev2", d.br.Addr().String(), "steering", d.br.Mode().String(),
 				"attach", attach.Path(o.Sock))
 		}
@@ -462,6 +470,9 @@ func (d *Daemon) Close() error {
 	}
 	if d.br != nil {
 		errs = append(errs, d.br.Close())
+	}
+	if d.prt != nil {
+		d.prt.close()
 	}
 	if d.dev != nil {
 		errs = append(errs, d.dev.Close()) // closes Events, ending logEvents

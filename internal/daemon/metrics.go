@@ -80,6 +80,17 @@ func (d *Daemon) writeMetrics(w io.Writer) {
 	own := uint64(len(d.qpns))
 	d.mu.Unlock()
 	gauge("daemon_qps", "QPs of the daemon's own services (memory target).", own, lbl)
+	if d.prt != nil {
+		name, state, mtu, gids := d.prt.status()
+		var up uint64
+		if state == portActive {
+			up = 1
+		}
+		pl := fmt.Sprintf("%s,netdev=%q", lbl, promLabel(name))
+		gauge("port_active", "1 while the device's netdev is up and carries its address.", up, pl)
+		gauge("port_mtu", "The MTU of the device's netdev.", uint64(mtu), pl)
+		gauge("port_gids", "RoCEv2 GIDs of the device's port (addresses of its netdev).", uint64(len(gids)), pl)
+	}
 	if d.br != nil {
 		ps := d.br.Processes()
 		fmt.Fprintf(w, "# HELP softrnic_process_qps QPs of an attached process.\n# TYPE softrnic_process_qps gauge\n")

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -85,6 +86,9 @@ func TestMetricsAndAttach(t *testing.T) {
 			mine = &st.QPs[i]
 		}
 	}
+	if st.Netdev != "lo" || st.PortState != "ACTIVE" || st.MTU == 0 || !slices.Contains(st.GIDs, "::ffff:127.0.0.1") {
+		t.Fatalf("port: netdev %q state %q mtu %d gids %q", st.Netdev, st.PortState, st.MTU, st.GIDs)
+	}
 	if len(st.Processes) != 1 || st.Processes[0].PID != pid || st.Processes[0].QPs != 1 || st.Steering == "" ||
 		mine == nil || mine.PID != pid || mine.State != "RTS" || !strings.HasPrefix(mine.Peer, "127.0.0.1:") || mine.Counters.TxBytes != uint64(len(buf)) {
 		t.Fatalf("status with an attached process: processes %+v steering %q, its QP %+v", st.Processes, st.Steering, mine)
@@ -117,6 +121,7 @@ func TestMetricsAndAttach(t *testing.T) {
 		`softrnic_mads_out_total{device="m0"}`:                                               func(v string) bool { return v != "0" },
 		`softrnic_steered_total{device="m0"}`:                                                func(v string) bool { return v != "0" },
 		`softrnic_rx_bytes_total{device="m0"}`:                                               func(v string) bool { return v == fmt.Sprint(len(buf)) },
+		`softrnic_port_active{device="m0",netdev="lo"}`:                                      func(v string) bool { return v == "1" },
 		`softrnic_attach_refused_total{device="m0"}`:                                         func(v string) bool { return v == "0" },
 	}
 	for k, ok := range want {

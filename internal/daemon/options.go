@@ -54,6 +54,7 @@ type Options struct {
 	Steer    steer.Mode // -steer: auto, bpf or relay
 	MaxProcs int        // -max-procs: attached processes at once (broker default 63)
 	Metrics  string     // -metrics: serve Prometheus text metrics on this host:port ("" = off)
+	Netdev   string     // -netdev: the netdev of the device (its address when -rocev2 is not given)
 
 	// Limits (0: the default).
 	MaxListeners     int           // -max-listeners: iWARP listeners, from -iwarp and listen_iwarp (DefaultMaxListeners)
@@ -98,6 +99,7 @@ func ParseArgs(args []string, errOut io.Writer) (Options, error) {
 	fs.StringVar(&o.Group, "group", "", "RoCEv2 device: the group that may attach to it (attach socket mode 0660; default: only the daemon's user)")
 	steerMode := fs.String("steer", "auto", "RoCEv2 device: how packets reach attached processes: auto (BPF, else relay), bpf or relay")
 	fs.IntVar(&o.MaxProcs, "max-procs", 63, "RoCEv2 device: most attached processes at once")
+	fs.StringVar(&o.Netdev, "netdev", "", "RoCEv2 device: the network device it sits on (default: the one carrying -rocev2's address; without -rocev2, its first IPv4 address)")
 	fs.StringVar(&o.Metrics, "metrics", "", "serve Prometheus/OpenMetrics text metrics on `host:port` (default off)")
 	fs.IntVar(&o.MaxListeners, "max-listeners", DefaultMaxListeners, "most iWARP listeners (-iwarp and set listen_iwarp together)")
 	fs.IntVar(&o.CtlMaxClients, "ctl-max-clients", uapi.DefaultMaxClients, "most control-socket clients at once (more are answered EBUSY)")
@@ -126,6 +128,13 @@ func ParseArgs(args []string, errOut io.Writer) (Options, error) {
 	}
 	if o.CMPort <= 0 || o.CMPort > 65535 || o.PeerPort < -1 || o.PeerPort > 65535 {
 		return o, errors.New("port out of range")
+	}
+	if o.Netdev != "" && o.RoCEv2 == "" {
+		a, err := netdevAddr(o.Netdev)
+		if err != nil {
+			return o, err
+		}
+		o.RoCEv2 = a.String()
 	}
 	given := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })

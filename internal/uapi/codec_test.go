@@ -150,6 +150,7 @@ func TestStatusRoundTrip(t *testing.T) {
 		Counters: Counters{1, 2, 3, 4, 5, 6, 7, 8, 9},
 		Daemon:   DaemonCounters{CtlClients: 1, Attached: 2, MADsIn: 3, DREQsSent: 4, RelayDropped: 5},
 		Steering: "bpf",
+		Netdev:   "eth0", PortState: "ACTIVE", MTU: 1500, GIDs: []string{"::ffff:192.0.2.1", "fe80::1"},
 		Processes: []ProcStatus{{PID: 4242, Slot: 1, QPs: 3, Since: 1795000000, Comm: "kv,server"},
 			{PID: 7, Slot: 2, QPs: 0, Since: 0, Comm: ""}},
 		QPs: []QPStatus{

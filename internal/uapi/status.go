@@ -121,7 +121,14 @@ type Status struct {
 	// "relay" ("" without one), and the attached processes.
 	Steering  string       `json:"steering,omitempty"`
 	Processes []ProcStatus `json:"processes"`
-	QPs       []QPStatus   `json:"qps"`
+	// Netdev, PortState, MTU and GIDs describe the device's port: the network device
+	// carrying its address, ACTIVE or DOWN, its MTU, and its RoCEv2 GIDs (one per
+	// address of the netdev, IPv4 as ::ffff:a.b.c.d).
+	Netdev    string     `json:"netdev,omitempty"`
+	PortState string     `json:"port_state,omitempty"`
+	MTU       int        `json:"mtu,omitempty"`
+	GIDs      []string   `json:"gids"`
+	QPs       []QPStatus `json:"qps"`
 
 	// QPNext is set in a page that does not reach the last QP: the qp_from of the next
 	// page (a page ends before it).
@@ -157,6 +164,13 @@ func (s *Status) Pairs() []Pair {
 	if s.Steering != "" {
 		ps = append(ps, Pair{"steering", Sanitize(s.Steering)})
 	}
+	if s.Netdev != "" {
+		ps = append(ps, Pair{"netdev", Sanitize(s.Netdev)}, Pair{"port_state", Sanitize(s.PortState)},
+			Pair{"mtu", strconv.Itoa(s.MTU)})
+	}
+	for _, g := range s.GIDs {
+		ps = append(ps, Pair{"gid", Sanitize(g)})
+	}
 	for _, p := range s.Processes {
 		ps = append(ps, Pair{"proc", Sanitize(fmt.Sprintf("%d,%d,%d,%d,%s", p.PID, p.Slot, p.QPs, p.Since, p.Comm))})
 	}
@@ -177,7 +191,7 @@ func (s *Status) Pairs() []Pair {
 // DecodeStatus decodes the pairs of a get response. A number that does not parse, a
 // duplicate "device" or a QP key before the first "qp" line is ErrMalformed.
 func DecodeStatus(ps []Pair) (Status, error) {
-	s := Status{ListenIWARP: []string{}, ListenRoCEv2: []string{}, Processes: []ProcStatus{}, QPs: []QPStatus{}}
+	s := Status{ListenIWARP: []string{}, ListenRoCEv2: []string{}, Processes: []ProcStatus{}, GIDs: []string{}, QPs: []QPStatus{}}
 	var q *QPStatus
 	seenDev := false
 	num := func(v string, bits int) (uint64, error) {
@@ -226,7 +240,7 @@ func DecodeStatus(ps []Pair) (Status, error) {
 			case "comm":
 				q.Comm = p.Value
 			case "device", "listen_iwarp", "listen_rocev2", "rocev2_cm_port", "target_addr", "target_rkey", "target_len",
-				"qp_count", "qp_next", "steering", "proc":
+				"qp_count", "qp_next", "steering", "proc", "netdev", "port_state", "mtu", "gid":
 				return Status{}, ErrMalformed
 			default:
 				if daemonIndex(p.Key) >= 0 {
@@ -246,6 +260,18 @@ func DecodeStatus(ps []Pair) (Status, error) {
 			s.ListenIWARP = append(s.ListenIWARP, p.Value)
 		case "steering":
 			s.Steering = p.Value
+		case "netdev":
+			s.Netdev = p.Value
+		case "port_state":
+			s.PortState = p.Value
+		case "gid":
+			s.GIDs = append(s.GIDs, p.Value)
+		case "mtu":
+			n, err := num(p.Value, 31)
+			if err != nil {
+				return Status{}, err
+			}
+			s.MTU = int(n)
 		case "proc":
 			f := strings.SplitN(p.Value, ",", 5)
 			if len(f) != 5 {

@@ -118,6 +118,10 @@ type devInfo struct {
 	RoCEv2    []string            `json:"rocev2"`
 	IWARP     []string            `json:"iwarp"`
 	Steering  string              `json:"steering"`
+	Netdev    string              `json:"netdev"`
+	PortState string              `json:"port_state"`
+	MTU       int                 `json:"mtu"`
+	GIDs      []string            `json:"gids"`
 	QPs       uint64              `json:"qps"`
 	Processes []uapi.ProcStatus   `json:"processes"`
 	Counters  uapi.DaemonCounters `json:"counters"`
@@ -135,13 +139,19 @@ func Dev(ctx context.Context, o Options, ops []string, w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	d := devInfo{Device: s.Device, RoCEv2: s.ListenRoCEv2, IWARP: s.ListenIWARP, Steering: s.Steering, QPs: s.QPCount,
-		Processes: s.Processes, Counters: s.Daemon}
+	d := devInfo{Device: s.Device, RoCEv2: s.ListenRoCEv2, IWARP: s.ListenIWARP, Steering: s.Steering, Netdev: s.Netdev,
+		PortState: s.PortState, MTU: s.MTU, GIDs: s.GIDs, QPs: s.QPCount, Processes: s.Processes, Counters: s.Daemon}
 	w = tool.Output(w)
 	if o.JSON {
 		return json.NewEncoder(w).Encode(&d)
 	}
 	fmt.Fprintf(w, "%s: rocev2 %v iwarp %v steering %s qps %d attached %d\n", d.Device, d.RoCEv2, d.IWARP, dash(d.Steering), d.QPs, len(d.Processes))
+	if d.Netdev != "" {
+		fmt.Fprintf(w, "port 1 state %s netdev %s mtu %d\n", d.PortState, d.Netdev, d.MTU)
+		for i, g := range d.GIDs {
+			fmt.Fprintf(w, "gid %d %s\n", i, g)
+		}
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "PID\tCOMM\tSLOT\tQPS\tSINCE")
 	for _, p := range d.Processes {
