@@ -62,6 +62,7 @@ func (d *Daemon) status(q uapi.Query) (uapi.Status, error) {
 		slices.Sort(all)
 	}
 	sel, next, more := q.Select(all)
+	sel = slices.Clone(sel) // all may be d.qpns: read after the lock is released
 	s.QPCount = uint64(len(all))
 	own := make([]*daemonConn, len(sel))
 	for i, n := range sel {
