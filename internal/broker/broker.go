@@ -108,7 +108,9 @@ type proc struct {
 	conn  *attach.Conn
 	gsi   *os.File        // the daemon's end of the GSI socketpair
 	gsiRC syscall.RawConn // for non-blocking sends
-	nqp   int
+	nqp   int             // QP numbers held
+	nsvc  int             // services claimed
+	ncomm int             // comm IDs in the routing table
 }
 
 // New opens the device's RoCEv2 address and the attach socket. Serve accepts processes.
@@ -294,15 +296,34 @@ func (b *Broker) freeLocked(slot steer.Slot, n uint32) {
 	b.cnt.QPNFreed.Add(1)
 }
 
-// ClaimService routes requests for a service ID to the daemon's own endpoint.
+// Per-process bounds of the routing tables (each refusal counted).
+const (
+	MaxServicesPerProc = 1024  // listeners (claimed service IDs): ClaimRefused, ENOSPC
+	MaxCommPerProc     = 65536 // connections being set up or alive: CommFull
+)
+
+// claim routes requests for a service ID to slot (a listener of the process's, or of the
+// daemon's own endpoint).
 func (b *Broker) claim(slot steer.Slot, id uint64) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if s, ok := b.services[id]; ok && s != slot {
+	s, ok := b.services[id]
+	if ok && s != slot {
 		b.cnt.ClaimRefused.Add(1)
 		return syscall.EADDRINUSE
 	}
+	if ok {
+		return nil
+	}
+	p := b.procs[slot]
+	if p != nil && p.nsvc >= MaxServicesPerProc {
+		b.cnt.ClaimRefused.Add(1)
+		return fmt.Errorf("%d listeners per process: %w", MaxServicesPerProc, syscall.ENOSPC)
+	}
 	b.services[id] = slot
+	if p != nil {
+		p.nsvc++
+	}
 	return nil
 }
 
@@ -311,6 +332,9 @@ func (b *Broker) release(slot steer.Slot, id uint64) {
 	defer b.mu.Unlock()
 	if s, ok := b.services[id]; ok && s == slot {
 		delete(b.services, id)
+		if p := b.procs[slot]; p != nil {
+			p.nsvc--
+		}
 	}
 }
 

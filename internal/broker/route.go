@@ -156,15 +156,19 @@ func (b *Broker) learnOut(slot steer.Slot, m mad, dst netip.AddrPort, now time.T
 			return nil // another's comm ID
 		}
 		if e == nil {
-			if len(b.comm) >= MaxComm {
+			p := b.procs[slot]
+			if len(b.comm) >= MaxComm || p != nil && p.ncomm >= MaxCommPerProc {
 				b.purge(now)
 			}
-			if len(b.comm) >= MaxComm {
+			if len(b.comm) >= MaxComm || p != nil && p.ncomm >= MaxCommPerProc {
 				b.cnt.CommFull.Add(1)
 				return nil
 			}
 			e = &commEntry{slot: slot, at: now}
 			b.comm[id] = e
+			if p != nil {
+				p.ncomm++
+			}
 		}
 		e.peer, e.localQPN = dst, localQPN
 		return e
@@ -226,7 +230,7 @@ func (b *Broker) learnOut(slot steer.Slot, m mad, dst netip.AddrPort, now time.T
 func (b *Broker) purge(now time.Time) {
 	for id, e := range b.comm {
 		if !e.ended.IsZero() && now.Sub(e.ended) > endLinger || !e.est && now.Sub(e.at) > pendingLinger {
-			delete(b.comm, id)
+			b.forget(id, e)
 		}
 	}
 	for id, r := range b.reqs {
@@ -238,6 +242,14 @@ func (b *Broker) purge(now time.Time) {
 		if now.Sub(s.at) > pendingLinger {
 			delete(b.sidr, id)
 		}
+	}
+}
+
+// forget removes comm entry id. b.mu is held.
+func (b *Broker) forget(id uint32, e *commEntry) {
+	delete(b.comm, id)
+	if p := b.procs[e.slot]; p != nil {
+		p.ncomm--
 	}
 }
 
