@@ -179,21 +179,68 @@ func sideChannelRelay(g *Guest, hostAddr, guestAddr string) (ready, done chan er
 	return ready, done
 }
 
+// The guest dtest server's teardown race. dtest prints its verdict only after its teardown:
+// the client disconnects (dapl-2.1.10 dtest.c disconnect_ep: dat_ep_disconnect with
+// DAT_CLOSE_DEFAULT, which dat.h defines as DAT_CLOSE_ABRUPT_FLAG, so softrnic resets the TCP
+// connection), the server waits with DAT_TIMEOUT_INFINITE on its connection EVD for
+// DISCONNECTED, then frees its PSP, EP, EVDs and IA and prints "DAPL Test Complete". siw
+// delivers that disconnect: with siw_cm.c's dynamic debug on, the guest's log shows the reset
+// (siw_cm_llp_error_report: error 104), SIW_CM_WORK_PEER_CLOSE and both upcalls,
+// IW_CM_EVENT_DISCONNECT and IW_CM_EVENT_CLOSE (rdma_cm's DISCONNECTED), alike in runs where
+// the server ends and in a run where it hung (its rdma_cm ID still listed, state CONNECT). Yet
+// now and then (2 of 60 runs with the host's CPUs saturated, none of 41 unloaded; 2026-11-28)
+// the guest's dtest then never ends, or dies with "Segmentation fault", after the host client
+// has passed every phase: a race in libdaplofa/dtest's own teardown, like the guest client's
+// segfault on rxe (README finding 9), where the guest had disconnected gracefully itself.
+//
+// So a guest server that stalls or crashes after the connection was up and after the host
+// client passed is logged with the guest's view (dtest's threads, rdma_cm IDs, siw's log) and
+// the whole exchange runs once more; that run must pass on both sides like any other.
+// Anything else, or a second such failure, fails the test.
+const dtestServerExit = 60 * time.Second // the server ends within ~1 s of the client when it ends
+
 // testDtestGuestServer: guest dtest -P (OFA cma) against host dtest -h (softrnic).
 func testDtestGuestServer(t *testing.T, l daplLink) {
 	g := guest(t)
 	lib := daplLibrary(t)
 	record(t, l.peer, "OFA dtest "+dtestFlags+" (guest server, libdaplofa)", "client")
+	conf := l.hostConf(t, lib)
+	for attempt := 1; ; attempt++ {
+		cr, sr, err := dtestGuestServerOnce(t, g, l, conf)
+		if err != nil && attempt == 1 && guestTeardownStall(cr, sr, err) {
+			t.Logf("KNOWN PEER RACE: guest dtest server did not end cleanly after the host client passed (%v); "+
+				"repeating the exchange once\nguest dtest server:\n%s\nguest state:\n%s",
+				err, Tail(sr.Output, 1500), dtestGuestState(g))
+			continue
+		}
+		if err != nil {
+			t.Fatalf("guest dtest server: %v\n%s\nhost dtest client (exit %d):\n%s", err, Tail(sr.Output, 3000), cr.Code, Tail(cr.Output, 3000))
+		}
+		checkDtest(t, "host dtest client (softrnic)", cr.Output)
+		checkDtest(t, "guest dtest server (libdaplofa)", sr.Output)
+		t.Logf("host dtest client:\n%s\nguest dtest server:\n%s", Tail(cr.Output, 400), Tail(sr.Output, 400))
+		return
+	}
+}
+
+// dtestGuestServerOnce runs one exchange. A host client that fails or a side channel that
+// breaks ends the test; the server's result is returned with the error of waiting for it
+// (also an error: a non-zero exit status).
+func dtestGuestServerOnce(t *testing.T, g *Guest, l daplLink, conf string) (cr, sr Result, err error) {
+	t.Helper()
 	srv, err := g.Start(l.guestScript("dtest -P "+daplIA+" "+dtestFlags), 240*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer srv.Kill()
+	defer func() {
+		srv.Kill()
+		// the next exchange must not meet this server's sockets or rdma_cm IDs
+		_, _ = g.Run("i=0; while pidof dtest > /dev/null && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done", 20*time.Second)
+	}()
 	ready, relayed := sideChannelRelay(g, l.hostAddr, l.guestAddr)
 	if err := <-ready; err != nil {
 		t.Fatal(err)
 	}
-	conf := l.hostConf(t, lib)
 	cli, err := g.StartHost(4*time.Minute, "env", "DAT_OVERRIDE="+conf, "dtest", "-h", l.hostAddr, "-b", "4096", "-B", "100")
 	if err != nil {
 		t.Fatal(err)
@@ -202,17 +249,33 @@ func testDtestGuestServer(t *testing.T, l daplLink) {
 	if err := <-relayed; err != nil {
 		t.Fatalf("side channel: %v\nhost dtest client:\n%s\nguest dtest server:\n%s", err, Tail(cli.Output(), 2000), Tail(srv.Output(), 2000))
 	}
-	cr, err := cli.Wait(200 * time.Second)
+	cr, err = cli.Wait(200 * time.Second)
 	if err != nil {
 		t.Fatalf("host dtest client: %v\n%s", err, Tail(cr.Output, 3000))
 	}
-	sr, err := srv.Wait(120 * time.Second)
-	if err != nil {
-		t.Fatalf("guest dtest server: %v\n%s\nhost dtest client (exit %d):\n%s", err, Tail(sr.Output, 3000), cr.Code, Tail(cr.Output, 3000))
+	sr, err = srv.Wait(dtestServerExit)
+	if err == nil && sr.Code != 0 {
+		err = fmt.Errorf("exit status %d", sr.Code)
 	}
-	checkDtest(t, "host dtest client (softrnic)", cr.Output)
-	checkDtest(t, "guest dtest server (libdaplofa)", sr.Output)
-	t.Logf("host dtest client:\n%s\nguest dtest server:\n%s", Tail(cr.Output, 400), Tail(sr.Output, 400))
+	return cr, sr, err
+}
+
+// guestTeardownStall reports whether a failed guest server shows the teardown race: the
+// host client passed, the server got as far as the connection, and then it either never
+// ended or crashed (its buffered stdout is lost then; dash reports the signal).
+func guestTeardownStall(cr, sr Result, err error) bool {
+	if cr.Code != 0 || !strings.Contains(cr.Output, "DAPL Test Complete. PASSED") || !strings.Contains(sr.Output, "CONNECTED!") {
+		return false
+	}
+	return strings.Contains(err.Error(), "still running") || strings.Contains(sr.Output, "Segmentation fault")
+}
+
+// dtestGuestState is the guest's view of a stalled dtest: each thread's wait channel and
+// kernel stack, its rdma_cm IDs, and siw's and the kernel's last messages.
+func dtestGuestState(g *Guest) string {
+	r, _ := g.Run("for p in $(pidof dtest); do for t in /proc/$p/task/*; do echo \"task $t: $(cat $t/wchan)\"; cat $t/stack; done; done\n"+
+		"rdma res show cm_id; dmesg | grep -E 'siw|segfault|trap' | tail -20", 20*time.Second)
+	return r.Output
 }
 
 // testDtestHostServer: host dtest -P (softrnic) against guest dtest -h (OFA cma).
