@@ -339,3 +339,10 @@ func (l *attachedLink) ReleaseService(id uint64) {
 // RecvAddr is the address peers send to: the device's (relayed packets arrive from the
 // daemon but were sent there; the ICRC covers it).
 func (l *attachedLink) RecvAddr() netip.AddrPort { return l.d.addr }
+
+// Pending tells whether data packets wait to be read (rocev2.PendingLink), when the link
+// can say.
+func (l *attachedLink) Pending() bool {
+	p, ok := l.Link.(rocev2.PendingLink)
+	return ok && p.Pending()
+}

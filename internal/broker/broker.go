@@ -96,7 +96,8 @@ type Broker struct {
 	sidr     map[uint32]sidrEntry
 	psn      roce.PSN // of the DREQs the broker sends itself
 
-	wg sync.WaitGroup
+	done chan struct{} // closed by Close
+	wg   sync.WaitGroup
 }
 
 // proc is one attached process.
@@ -130,7 +131,8 @@ func New(cfg Config) (*Broker, error) {
 	}
 	b := &Broker{cfg: cfg, log: cfg.Logger, s: s, raw: s.Link(), procs: make(map[steer.Slot]*proc),
 		qpns: make(map[uint32]steer.Slot), services: make(map[uint64]steer.Slot), comm: make(map[uint32]*commEntry),
-		reqs: make(map[uint32]reqInfo), sidr: make(map[uint32]sidrEntry), psn: roce.PSN(rand.Uint32() & roce.PSNMask)}
+		reqs: make(map[uint32]reqInfo), sidr: make(map[uint32]sidrEntry), psn: roce.PSN(rand.Uint32() & roce.PSNMask),
+		done: make(chan struct{})}
 	if err := b.listen(); err != nil {
 		s.Close()
 		return nil, err
@@ -347,6 +349,7 @@ func (b *Broker) Close() error {
 		return nil
 	}
 	b.closed = true
+	close(b.done)
 	ps := make([]*proc, 0, len(b.procs))
 	for _, p := range b.procs {
 		ps = append(ps, p)
@@ -375,7 +378,12 @@ func (b *Broker) acceptLoop() {
 			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
 			b.log.Warn("device: attach accept failing; retrying", "err", err, "retry_in", backoff)
 			t := time.NewTimer(backoff)
-			<-t.C
+			select {
+			case <-t.C:
+			case <-b.done:
+				t.Stop()
+				return
+			}
 			continue
 		}
 		backoff = 0
@@ -645,18 +653,29 @@ func (b *Broker) ListQPs(ctx context.Context) []ProcessQP {
 		ps = append(ps, p)
 	}
 	b.mu.Unlock()
+	// all processes at once: one that does not answer costs QueryTimeout, not N of them
+	answers := make([][]ProcessQP, len(ps))
+	var wg sync.WaitGroup
+	for i, p := range ps {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			qctx, cancel := context.WithTimeout(ctx, b.cfg.QueryTimeout)
+			r, err := p.conn.Call(qctx, attach.Msg{Op: attach.OpListQPs})
+			cancel()
+			if err != nil {
+				b.log.Debug("device: list_qps", "pid", p.pid, "err", err)
+				return
+			}
+			for _, q := range r.QPs {
+				answers[i] = append(answers[i], ProcessQP{QP: q, PID: p.pid, Comm: p.comm})
+			}
+		}()
+	}
+	wg.Wait()
 	var out []ProcessQP
-	for _, p := range ps {
-		qctx, cancel := context.WithTimeout(ctx, b.cfg.QueryTimeout)
-		r, err := p.conn.Call(qctx, attach.Msg{Op: attach.OpListQPs})
-		cancel()
-		if err != nil {
-			b.log.Debug("device: list_qps", "pid", p.pid, "err", err)
-			continue
-		}
-		for _, q := range r.QPs {
-			out = append(out, ProcessQP{QP: q, PID: p.pid, Comm: p.comm})
-		}
+	for _, a := range answers {
+		out = append(out, a...)
 	}
 	b.mu.Lock()
 	peers := make(map[uint32]string)

@@ -532,6 +532,7 @@ func (a *cmAgent) onDREQ(h roce.MADHeader, m *roce.DREQ, peer netip.AddrPort) {
 	c.mu.Unlock()
 	if conn != nil {
 		conn.remoteClosed.Store(true)
+		a.e.drainData() // the peer's last packets may wait on the data link
 		conn.abort(ErrPeerDisconnected)
 	}
 	a.send(peer, roce.AppendCMMAD(nil, h.TransactionID, &rep))

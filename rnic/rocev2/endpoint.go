@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/softrnic/softrnic/rnic"
 	"github.com/softrnic/softrnic/roce"
@@ -36,7 +37,11 @@ type Endpoint struct {
 	quit    chan struct{} // closed by Close: ends the receive back-off
 	wg      sync.WaitGroup
 	linkErr atomic.Pointer[error] // the receive error that stopped the endpoint
-	sendBad atomic.Bool           // link sends are failing (logged once per episode)
+
+	// A DREQ on a GSI link waits for the data path's next batch (drainData).
+	batchWaiters atomic.Int32
+	batchCh      chan struct{}
+	sendBad      atomic.Bool // link sends are failing (logged once per episode)
 
 	// Counters. RxDropped counts packets that reach no QP (unknown or
 	// reserved QPN, bad header, wrong service or P_Key); ICRCErrors packets
@@ -75,7 +80,7 @@ var ErrEndpointClosed = errors.New("rocev2: endpoint closed")
 // defaults, as the zero Config).
 func NewEndpoint(dev *rnic.Device, link Link, cfg *Config) *Endpoint {
 	e := &Endpoint{dev: dev, link: link, gsiLink: link, cfg: cfg.norm(), conns: make(map[uint32]*Conn), ud: make(map[uint32]*UDQP),
-		quit: make(chan struct{})}
+		quit: make(chan struct{}), batchCh: make(chan struct{}, 1)}
 	if g, ok := link.(GSILink); ok {
 		e.gsiLink = g.GSI()
 	}
@@ -307,6 +312,39 @@ func (e *Endpoint) inputGSI(_ *rxCtx, b []byte, from, local netip.AddrPort) {
 		return
 	}
 	e.inputUD(p, from, 1, ipID)
+}
+
+// drainTimeout bounds how long a DREQ on a GSI link waits for the data path (drainData).
+const drainTimeout = 10 * time.Millisecond
+
+// drainData lets the data path read what is pending before a peer's DREQ ends a
+// connection, when the DREQ came on a separate GSI link and the data link can tell
+// (PendingLink): until nothing is pending, or drainTimeout. The peer sent those packets
+// (its last ACKs among them) before its DREQ.
+func (e *Endpoint) drainData() {
+	pl, ok := e.link.(PendingLink)
+	if !ok || e.gsiLink == e.link || !pl.Pending() {
+		return
+	}
+	e.batchWaiters.Add(1)
+	defer e.batchWaiters.Add(-1)
+	t := time.NewTimer(drainTimeout)
+	defer t.Stop()
+	for pl.Pending() {
+		select {
+		case <-e.batchCh:
+		case <-t.C:
+			return
+		case <-e.quit:
+			return
+		}
+	}
+	// the batch holding the last pending packet may still be in progress
+	select {
+	case <-e.batchCh:
+	case <-t.C:
+	case <-e.quit:
+	}
 }
 
 // claimPort picks the listening port of a listener in port space ps: port, or a free

@@ -26,11 +26,17 @@ type splitLink struct {
 	dataQP1Pkts atomic.Int64 // QP1 packets that reached the data half (must stay 0)
 	sentOnGSI   atomic.Int64 // MADs sent through the GSI half
 	sentDataQP1 atomic.Int64 // QP1 packets sent through the data half (must stay 0)
-	mu          sync.Mutex
-	claimed     map[uint64]bool // services claimed (ClaimService) and not released
-	taken       uint64          // a service "another process" holds: ClaimService refuses it
-	wg          sync.WaitGroup
-	closeOnce   sync.Once
+	// hold keeps the data half's packets queued (Pending) until gate closes, which the
+	// router does 2 ms after it passed a DREQ to the GSI half (TestDREQAfterPendingACK)
+	hold      atomic.Bool
+	gate      chan struct{}
+	gateOnce  sync.Once
+	held      atomic.Int32 // data packets not yet handed to the endpoint (Pending)
+	mu        sync.Mutex
+	claimed   map[uint64]bool // services claimed (ClaimService) and not released
+	taken     uint64          // a service "another process" holds: ClaimService refuses it
+	wg        sync.WaitGroup
+	closeOnce sync.Once
 }
 
 type halfLink struct {
@@ -48,7 +54,7 @@ func isQP1(b []byte) bool {
 }
 
 func newSplitLink(under Link) *splitLink {
-	s := &splitLink{under: under, claimed: make(map[uint64]bool)}
+	s := &splitLink{under: under, claimed: make(map[uint64]bool), gate: make(chan struct{})}
 	mk := func(g bool) *halfLink {
 		return &halfLink{s: s, isGSI: g, q: make(chan []byte, 256), from: make(chan netip.AddrPort, 256), done: make(chan struct{})}
 	}
@@ -67,11 +73,20 @@ func newSplitLink(under Link) *splitLink {
 			if isQP1(b) {
 				h = s.gsi
 				s.gsiPkts.Add(1)
+				if s.hold.Load() && isDREQ(b) {
+					time.AfterFunc(2*time.Millisecond, func() { s.gateOnce.Do(func() { close(s.gate) }) })
+				}
+			}
+			if h == s.data {
+				s.held.Add(1) // pending until the endpoint takes it (Recv)
 			}
 			select {
 			case h.q <- b:
 				h.from <- from[0]
 			default:
+				if h == s.data {
+					s.held.Add(-1)
+				}
 			}
 		}
 	}()
@@ -124,18 +139,39 @@ func (h *halfLink) Send(bufs [][]byte, dst netip.AddrPort) error {
 func (h *halfLink) Recv(bufs [][]byte, sizes []int, from []netip.AddrPort) (int, error) {
 	select {
 	case b := <-h.q:
+		f := <-h.from
+		if !h.isGSI {
+			defer h.s.held.Add(-1) // handed to the endpoint
+			if h.s.hold.Load() {
+				select {
+				case <-h.s.gate:
+				case <-h.done:
+					return 0, ErrLinkClosed
+				}
+			}
+		}
 		if !h.isGSI && isQP1(b) {
 			h.s.dataQP1Pkts.Add(1)
 		}
 		sizes[0] = copy(bufs[0][:cap(bufs[0])], b)
-		from[0] = <-h.from
+		from[0] = f
 		return 1, nil
 	case <-h.done:
 		return 0, ErrLinkClosed
 	}
 }
 func (h *halfLink) LocalAddr() netip.AddrPort { return h.s.under.LocalAddr() }
-func (h *halfLink) BatchSize() int            { return 1 }
+func (s *splitLink) Pending() bool            { return s.held.Load() > 0 }
+
+func isDREQ(b []byte) bool {
+	p, err := roce.ParsePacket(b)
+	if err != nil {
+		return false
+	}
+	h, _, err := roce.ParseMAD(p.Payload)
+	return err == nil && h.AttrID == roce.AttrDREQ
+}
+func (h *halfLink) BatchSize() int { return 1 }
 func (h *halfLink) Close() error {
 	h.once.Do(func() { close(h.done) })
 	if h.isGSI { // the endpoint closes both halves; the second one closes the link under them
@@ -225,5 +261,35 @@ func TestGSILinkClaims(t *testing.T) {
 	l0.Close()
 	if c := split.claims(); len(c) != 0 {
 		t.Fatalf("claims after Close: %v", c)
+	}
+}
+
+// TestDREQAfterPendingACK: on a GSILink the peer's DREQ (GSI half) can overtake the
+// peer's last ACK (data half, not yet read). The peer receives our SEND, acknowledges it
+// and disconnects; our data half holds the ACK back until 2 ms after the DREQ arrived:
+// the endpoint lets the data path read it before the DREQ ends the connection, so our
+// SEND completes as sent, not flushed.
+func TestDREQAfterPendingACK(t *testing.T) {
+	var split *splitLink
+	o := &pairOpts{srvWrap: func(l Link) Link { split = newSplitLink(l); return split }}
+	cli, srv, res, err := cmPair(t, o, acceptWith("welcome"))
+	if err != nil || res.err != nil {
+		t.Fatalf("connect: %v %v", err, res.err)
+	}
+	smr, _ := srv.reg(t, 64, allAccess)
+	rmr, _ := cli.reg(t, 64, allAccess)
+	if err := cli.qp.PostRecv(&rnic.RecvWR{WRID: 1, SGL: []rnic.SGE{rmr.SGE(0, 64)}}); err != nil {
+		t.Fatal(err)
+	}
+	split.hold.Store(true)
+	if err := srv.qp.PostSend(&rnic.SendWR{WRID: 2, Opcode: rnic.OpSend, Flags: rnic.Signaled, SGL: []rnic.SGE{smr.SGE(0, 64)}}); err != nil {
+		t.Fatal(err)
+	}
+	if wc := wait(t, cli.rcq, 1); wc[0].Status != rnic.StatusSuccess {
+		t.Fatalf("peer's receive: %+v", wc[0])
+	}
+	cli.conn.Disconnect(true) // its ACK left before the receive completed; now the DREQ
+	if wc := wait(t, srv.scq, 1); wc[0].Status != rnic.StatusSuccess {
+		t.Fatalf("our SEND, acknowledged before the peer's DREQ: %v (want success)", wc[0].Status)
 	}
 }

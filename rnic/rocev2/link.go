@@ -65,3 +65,12 @@ type RecvAddrLink interface {
 	Link
 	RecvAddr() netip.AddrPort
 }
+
+// PendingLink is a Link that can tell whether received datagrams wait to be read. On a
+// GSILink, a peer's DREQ (on the GSI link) can overtake the peer's last packets (on
+// the data link, not yet read): before a DREQ ends a connection, the endpoint lets its
+// data path read what is pending (bounded by drainTimeout), so a message the peer
+// acknowledged before disconnecting completes as sent instead of flushed.
+type PendingLink interface {
+	Pending() bool
+}

@@ -75,6 +75,12 @@ func (e *Endpoint) recvLoop(link Link, input func(r *rxCtx, b []byte, from, loca
 			input(r, bufs[i][:sizes[i]], from[i], local)
 		}
 		e.endBatch(r)
+		if link == e.link && e.batchWaiters.Load() > 0 {
+			select { // a DREQ waits for the data path (drainData)
+			case e.batchCh <- struct{}{}:
+			default:
+			}
+		}
 	}
 }
 

@@ -153,6 +153,13 @@ func (l *UDPLink) GSO() bool { return l.gso }
 // GRO reports whether UDP GRO is in use.
 func (l *UDPLink) GRO() bool { return l.gro }
 
+// Pending implements PendingLink: a datagram waits in the socket (SIOCINQ).
+func (l *UDPLink) Pending() bool {
+	n := 0
+	_ = l.rc.Control(func(fd uintptr) { n, _ = unix.IoctlGetInt(int(fd), unix.SIOCINQ) })
+	return n > 0
+}
+
 // LocalAddr implements Link.
 func (l *UDPLink) LocalAddr() netip.AddrPort { return l.local }
 

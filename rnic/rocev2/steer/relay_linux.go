@@ -274,6 +274,13 @@ func (l *RelayLink) LocalAddr() netip.AddrPort { return l.out.LocalAddr() }
 // BatchSize implements rocev2.Link.
 func (l *RelayLink) BatchSize() int { return l.batch }
 
+// Pending implements rocev2.PendingLink: a relayed datagram waits (SIOCINQ).
+func (l *RelayLink) Pending() bool {
+	n := 0
+	_ = l.rc.Control(func(fd uintptr) { n, _ = unix.IoctlGetInt(int(fd), unix.SIOCINQ) })
+	return n > 0
+}
+
 // SetRecvAddr names the device's address (the group's IP and port), which peers send
 // to and the ICRC of a relayed packet covers; the process learns it from the daemon.
 // Call it before the link is used.
