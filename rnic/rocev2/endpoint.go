@@ -314,8 +314,10 @@ func (e *Endpoint) inputGSI(_ *rxCtx, b []byte, from, local netip.AddrPort) {
 	e.inputUD(p, from, 1, ipID)
 }
 
-// drainTimeout bounds how long a DREQ on a GSI link waits for the data path (drainData).
-const drainTimeout = 10 * time.Millisecond
+// drainTimeout bounds how long a DREQ on a GSI link waits for the data path (drainData);
+// it is waited only while packets are pending, so only a flooded or starved data path
+// (a loaded machine) comes near it.
+const drainTimeout = 100 * time.Millisecond
 
 // drainData lets the data path read what is pending before a peer's DREQ ends a
 // connection, when the DREQ came on a separate GSI link and the data link can tell
