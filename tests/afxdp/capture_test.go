@@ -133,7 +133,8 @@ func TestCaptureDecodes(t *testing.T) {
 }
 
 // tcpRecovery reports whether every expert message is one of TCP's loss-recovery notes
-// (a retransmission, the duplicate ACKs, D-SACKs and window updates around it): the
+// (a retransmission — which tshark calls an out-of-order segment when the copy follows
+// later segments — and the duplicate ACKs, D-SACKs and window updates around it): the
 // capture is right, TCP was recovering. A segment missing from the capture ("previous
 // segment not captured") is not one of them.
 func tcpRecovery(expert string) bool {
@@ -142,8 +143,8 @@ func tcpRecovery(expert string) bool {
 	}
 	for _, m := range strings.Split(expert, ";") {
 		l := strings.ToLower(m)
-		if !strings.Contains(l, "retransmission") && !strings.Contains(l, "d-sack") && !strings.Contains(l, "dup ack") &&
-			!strings.Contains(l, "duplicate ack") && !strings.Contains(l, "window update") {
+		if !strings.Contains(l, "retransmission") && !strings.Contains(l, "out-of-order") && !strings.Contains(l, "d-sack") &&
+			!strings.Contains(l, "dup ack") && !strings.Contains(l, "duplicate ack") && !strings.Contains(l, "window update") {
 			return false
 		}
 	}
