@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net/netip"
 	"path/filepath"
 	"slices"
@@ -95,7 +96,8 @@ func pairOn(b *testing.B, name string, client, server *rnic.Device, ct, st *cm.T
 func attachedPair(b *testing.B, mode steer.Mode, size int) *writePair {
 	b.Helper()
 	sock := filepath.Join(b.TempDir(), "b0.sock")
-	br, err := broker.New(broker.Config{Name: "b0", Addr: netip.MustParseAddrPort("127.0.0.1:0"), Socket: attach.Path(sock), Mode: mode})
+	br, err := broker.New(broker.Config{Name: "b0", Addr: netip.MustParseAddrPort("127.0.0.1:0"), Socket: attach.Path(sock), Mode: mode,
+		Logger: slog.New(slog.DiscardHandler)}) // its log lines would split the benchmark's output line
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -48,11 +48,11 @@ var runs = []run{
 		{"  p99 ÷ TCP p99", "BenchmarkReadLatency2P/4KiB", "p99-ratio", "", "lower"},
 		{"  softrnic p50 (µs)", "BenchmarkReadLatency2P/4KiB", "p50-us", "", "lower"},
 	}},
-	{`^Benchmark(Write|Read)$/nocrc/1MiB`, "200x", []row{
+	{`^Benchmark(Write|Read)$/nocrc/1MiB`, "500x", []row{
 		{"WRITE 1 MiB, CRC off: ÷ TCP", "BenchmarkWrite/nocrc/1MiB", "x-tcp", "≥ 0.95", "higher"},
 		{"READ 1 MiB, CRC off: ÷ TCP", "BenchmarkRead/nocrc/1MiB", "x-tcp", "≥ 0.95", "higher"},
 	}},
-	{`^Benchmark(Read|Send)$/crc/(1MiB|64KiB)`, "200x", []row{
+	{`^Benchmark(Read|Send)$/crc/(1MiB|64KiB)`, "500x", []row{
 		{"READ 1 MiB, CRC on: ÷ TCP", "BenchmarkRead/crc/1MiB", "x-tcp", "≥ 0.85", "higher"},
 		{"SEND 64 KiB, CRC on: ÷ TCP", "BenchmarkSend/crc/64KiB", "x-tcp", "≥ 0.85", "higher"},
 	}},
