@@ -31,40 +31,50 @@ type row struct {
 	better string // "higher" or "lower"
 }
 
-// run is one go test invocation: a -bench regexp and its -benchtime.
+// run is one go test invocation: a -bench regexp and its -benchtime, or (test set) a
+// -run regexp whose tests print machine-readable lines (bench's TestManyQPs: "MANYQP
+// <transport> key=value ..."), run once per -count with env.
 type run struct {
 	regexp, benchtime string
 	rows              []row
+	test              bool
+	env               []string
 }
 
 var runs = []run{
-	{`^BenchmarkLatency$/nocrc/64B`, "20000x", []row{
+	{regexp: `^BenchmarkLatency$/nocrc/64B`, benchtime: "20000x", rows: []row{
 		{"64 B SEND ping-pong RTT, one process, CRC off: TCP RTT ÷ softrnic RTT", "BenchmarkLatency/nocrc/64B", "x-tcp", "≥ 0.8", "higher"},
 		{"  softrnic RTT (ns)", "BenchmarkLatency/nocrc/64B", "ns/op", "", "lower"},
 		{"  TCP RTT (ns)", "BenchmarkLatency/nocrc/64B", "tcp-ns/op", "", "lower"},
 	}},
-	{`^BenchmarkReadLatency2P$`, "3000x", []row{
+	{regexp: `^BenchmarkReadLatency2P$`, benchtime: "3000x", rows: []row{
 		{"4 KiB READ from another process, p50 ÷ TCP request/response p50", "BenchmarkReadLatency2P/4KiB", "p50-ratio", "≤ 1.25", "lower"},
 		{"  p99 ÷ TCP p99", "BenchmarkReadLatency2P/4KiB", "p99-ratio", "", "lower"},
 		{"  softrnic p50 (µs)", "BenchmarkReadLatency2P/4KiB", "p50-us", "", "lower"},
 	}},
-	{`^Benchmark(Write|Read)$/nocrc/1MiB`, "500x", []row{
+	{regexp: `^Benchmark(Write|Read)$/nocrc/1MiB`, benchtime: "500x", rows: []row{
 		{"WRITE 1 MiB, CRC off: ÷ TCP", "BenchmarkWrite/nocrc/1MiB", "x-tcp", "≥ 0.95", "higher"},
 		{"READ 1 MiB, CRC off: ÷ TCP", "BenchmarkRead/nocrc/1MiB", "x-tcp", "≥ 0.95", "higher"},
 	}},
-	{`^Benchmark(Read|Send)$/crc/(1MiB|64KiB)`, "500x", []row{
+	{regexp: `^Benchmark(Read|Send)$/crc/(1MiB|64KiB)`, benchtime: "500x", rows: []row{
 		{"READ 1 MiB, CRC on: ÷ TCP", "BenchmarkRead/crc/1MiB", "x-tcp", "≥ 0.85", "higher"},
 		{"SEND 64 KiB, CRC on: ÷ TCP", "BenchmarkSend/crc/64KiB", "x-tcp", "≥ 0.85", "higher"},
 	}},
-	{`^BenchmarkRoCEv2Write$`, "2000x", []row{
+	{regexp: `^BenchmarkRoCEv2Write$`, benchtime: "2000x", rows: []row{
 		{"RoCEv2 RC WRITE 4 KiB ÷ raw UDP GSO", "BenchmarkRoCEv2Write/4KiB", "ratio", "≥ 0.6", "higher"},
 		{"RoCEv2 RC WRITE 64 KiB ÷ raw UDP GSO", "BenchmarkRoCEv2Write/64KiB", "ratio", "≥ 0.8", "higher"},
 		{"RoCEv2 RC WRITE 1 MiB ÷ raw UDP GSO", "BenchmarkRoCEv2Write/1MiB", "ratio", "≥ 0.9", "higher"},
 	}},
-	{`^BenchmarkConnect$`, "1s", []row{
+	{regexp: `^BenchmarkConnect$`, benchtime: "1s", rows: []row{
 		{"iWARP connection set-up, one process (conns/s)", "BenchmarkConnect", "conns/s", "≥ 5000", "higher"},
 	}},
-	{`^BenchmarkAttachedWrite$`, "15x", []row{
+	{regexp: `^TestManyQPs`, test: true, env: []string{"SOFTRNIC_MANYQP=10000"}, rows: []row{
+		{"heap per connected idle QP, iWARP (KiB; 10,000 QPs in one process)", "MANYQP/iwarp", "heap_per_qp_kib", "≤ 16", "lower"},
+		{"heap per connected idle QP, RoCEv2 (KiB)", "MANYQP/rocev2", "heap_per_qp_kib", "≤ 16", "lower"},
+		{"process RSS with 10,000 connected iWARP QPs (MiB)", "MANYQP/iwarp", "rss_total_mib", "≤ 512", "lower"},
+		{"process RSS with 10,000 connected RoCEv2 QPs (MiB)", "MANYQP/rocev2", "rss_total_mib", "≤ 512", "lower"},
+	}},
+	{regexp: `^BenchmarkAttachedWrite$`, benchtime: "15x", rows: []row{
 		{"RC WRITE 64 KiB through the daemon's device (BPF) ÷ in-process", "BenchmarkAttachedWrite", "attached-bpf/in-process", "≥ 0.9", "higher"},
 		{"  through the relay ÷ in-process", "BenchmarkAttachedWrite", "attached-relay/in-process", "", "higher"},
 	}},
@@ -78,9 +88,13 @@ func main() {
 	var cmds []string
 	for _, r := range runs {
 		args := []string{"test", "-run", "^$", "-bench", r.regexp, "-benchtime", r.benchtime, "-count", strconv.Itoa(*count), "./bench"}
-		cmds = append(cmds, "go "+strings.Join(quote(args), " "))
+		if r.test {
+			args = []string{"test", "-run", r.regexp, "-count", strconv.Itoa(*count), "-v", "./bench"}
+		}
+		cmds = append(cmds, strings.Join(append(r.env, "go "+strings.Join(quote(args), " ")), " "))
 		fmt.Fprintln(os.Stderr, "report:", cmds[len(cmds)-1])
 		cmd := exec.Command("go", args...)
+		cmd.Env = append(os.Environ(), r.env...)
 		cmd.Stderr = os.Stderr
 		b, err := cmd.Output()
 		if err != nil {
@@ -88,6 +102,7 @@ func main() {
 			os.Exit(1)
 		}
 		parse(b, samples)
+		parseManyQP(b, samples)
 	}
 	var md bytes.Buffer
 	commit := strings.TrimSpace(git("rev-parse", "--short", "HEAD"))
@@ -147,6 +162,35 @@ func parse(b []byte, into map[string]map[string][]float64) {
 				break
 			}
 			into[name][f[i+1]] = append(into[name][f[i+1]], v)
+		}
+	}
+}
+
+// parseManyQP reads TestManyQPs' lines: "MANYQP <transport> qps=N heap_per_qp=B ...
+// rss_total=B ..." into "MANYQP/<transport>": heap_per_qp_kib and rss_total_mib.
+func parseManyQP(b []byte, into map[string]map[string][]float64) {
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) < 3 || f[0] != "MANYQP" {
+			continue
+		}
+		name := "MANYQP/" + f[1]
+		if into[name] == nil {
+			into[name] = map[string][]float64{}
+		}
+		for _, kv := range f[2:] {
+			k, v, ok := strings.Cut(kv, "=")
+			x, err := strconv.ParseFloat(v, 64)
+			if !ok || err != nil {
+				continue
+			}
+			switch k {
+			case "heap_per_qp":
+				into[name]["heap_per_qp_kib"] = append(into[name]["heap_per_qp_kib"], x/1024)
+			case "rss_total":
+				into[name]["rss_total_mib"] = append(into[name]["rss_total_mib"], x/(1<<20))
+			}
 		}
 	}
 }

@@ -17,6 +17,11 @@ PASS
 	if v := s["BenchmarkConnect"]["conns/s"]; len(v) != 1 || v[0] != 15381 {
 		t.Fatalf("conns/s %v", v)
 	}
+	parseManyQP([]byte("MANYQP iwarp qps=10000 heap_per_qp=7885 stack_per_qp=0 rss_per_qp=15000 rss_total=161480704 goroutines_per_qp=0.00\n"), s)
+	if v := s["MANYQP/iwarp"]; len(v["heap_per_qp_kib"]) != 1 || v["heap_per_qp_kib"][0] < 7.69 || v["heap_per_qp_kib"][0] > 7.71 ||
+		v["rss_total_mib"][0] < 153.9 || v["rss_total_mib"][0] > 154.1 {
+		t.Fatalf("MANYQP %v", v)
+	}
 	for _, c := range []struct {
 		v    float64
 		goal string
