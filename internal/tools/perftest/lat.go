@@ -365,10 +365,12 @@ func (s *session) waitLat(ctx context.Context, recv bool) error {
 // perftest's write_lat busy-polls. It yields the processor at every turn and, once a wait
 // has lasted 50 µs, sleeps 10 µs between looks, so that a slow peer costs little CPU
 // (both ends of a test may share this machine's two cores) and a fast one no latency.
-// It ends the wait when ctx does.
+// It ends the wait when ctx does. The back-off is a timer (reused, so a wait allocates
+// nothing) that ctx interrupts, not a sleep.
 type spinner struct {
 	n     int
 	start time.Time
+	t     *time.Timer
 }
 
 func (sp *spinner) spin(ctx context.Context) error {
@@ -382,11 +384,26 @@ func (sp *spinner) spin(ctx context.Context) error {
 	}
 	sp.n++
 	if sp.n > 64 && time.Since(sp.start) > 50*time.Microsecond {
-		time.Sleep(10 * time.Microsecond)
-		return nil
+		if sp.t == nil {
+			sp.t = time.NewTimer(spinBackoff)
+		} else {
+			sp.t.Reset(spinBackoff)
+		}
+		select {
+		case <-sp.t.C:
+			return nil
+		case <-ctx.Done():
+			sp.t.Stop()
+			return ctx.Err()
+		}
 	}
 	runtime.Gosched()
 	return nil
 }
 
 func (sp *spinner) reset() { sp.n = 0 }
+
+// spinBackoff is the spinner's pause between looks once a wait has lasted 50 µs: long
+// enough to give the processor to the goroutine that places the peer's Write (both ends
+// may share two cores), short beside a round trip, so a fast peer loses no latency.
+const spinBackoff = 10 * time.Microsecond
