@@ -123,16 +123,3 @@ func GetAddr(b []byte) netip.AddrPort {
 
 // Encode marshals a message.
 func Encode(m Msg) ([]byte, error) { return json.Marshal(m) }
-
-// Sanitize keeps a process-supplied name printable and short (at most 64 bytes).
-func Sanitize(s string) string {
-	b := make([]byte, 0, min(len(s), 64))
-	for i := 0; i < len(s) && len(b) < 64; i++ {
-		if c := s[i]; c >= 0x20 && c < 0x7f {
-			b = append(b, c)
-		} else {
-			b = append(b, '?')
-		}
-	}
-	return string(b)
-}

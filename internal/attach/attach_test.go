@@ -59,16 +59,3 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
-
-func TestSanitize(t *testing.T) {
-	if got := Sanitize("a\nb\x00c\xff"); got != "a?b?c?" {
-		t.Fatal(got)
-	}
-	long := make([]byte, 200)
-	for i := range long {
-		long[i] = 'x'
-	}
-	if got := Sanitize(string(long)); len(got) != 64 {
-		t.Fatal(len(got))
-	}
-}

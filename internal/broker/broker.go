@@ -28,6 +28,7 @@ import (
 	"net/netip"
 	"os"
 	"os/user"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"sync"
@@ -38,6 +39,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/softrnic/softrnic/internal/attach"
+	"github.com/softrnic/softrnic/internal/uapi"
 	"github.com/softrnic/softrnic/rnic"
 	"github.com/softrnic/softrnic/rnic/rocev2"
 	"github.com/softrnic/softrnic/rnic/rocev2/steer"
@@ -172,7 +174,7 @@ func newSteerer(cfg Config) (*steer.Steerer, error) {
 // listen creates the attach socket with its permissions.
 func (b *Broker) listen() error {
 	path := b.cfg.Socket
-	if err := os.MkdirAll(dirOf(path), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return fmt.Errorf("attach socket %s: %w", path, err)
 	}
 	if c, err := net.Dial("unixpacket", path); err == nil {
@@ -204,18 +206,6 @@ func (b *Broker) listen() error {
 	}
 	b.ln = ln
 	return nil
-}
-
-func dirOf(p string) string {
-	for i := len(p) - 1; i >= 0; i-- {
-		if p[i] == '/' {
-			if i == 0 {
-				return "/"
-			}
-			return p[:i]
-		}
-	}
-	return "."
 }
 
 // Addr is the device's RoCEv2 address.
@@ -451,7 +441,7 @@ func (b *Broker) attach(c *net.UnixConn) (*proc, error) {
 		_ = b.s.Remove(slot)
 		return nil, err
 	}
-	p := &proc{slot: slot, pid: pid, comm: attach.Sanitize(m.Hello.Comm), since: time.Now(), gsi: mine, gsiRC: rc}
+	p := &proc{slot: slot, pid: pid, comm: commName(m.Hello.Comm), since: time.Now(), gsi: mine, gsiRC: rc}
 	w := attach.Msg{Op: attach.OpWelcome, Welcome: &attach.Welcome{Device: b.cfg.Name, Addr: b.Addr().String(),
 		Mode: b.s.Mode().String(), Steer: len(files), MTU: b.cfg.MTU}}
 	wb, _ := attach.Encode(w)
@@ -473,6 +463,15 @@ func (b *Broker) attach(c *net.UnixConn) (*proc, error) {
 	b.procs[slot] = p
 	b.mu.Unlock()
 	return p, nil
+}
+
+// commName keeps a process-supplied name printable (uapi.Sanitize) and short.
+func commName(s string) string {
+	s = uapi.Sanitize(s)
+	if len(s) > 64 {
+		s = s[:64]
+	}
+	return s
 }
 
 func closeAll(fs []*os.File) {

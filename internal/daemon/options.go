@@ -130,9 +130,9 @@ func ParseArgs(args []string, errOut io.Writer) (Options, error) {
 		return o, errors.New("port out of range")
 	}
 	if o.Netdev != "" && o.RoCEv2 == "" {
-		a, err := netdevAddr(o.Netdev)
+		a, err := hostlink.NetdevAddr(o.Netdev)
 		if err != nil {
-			return o, err
+			return o, fmt.Errorf("-netdev: %w", err)
 		}
 		o.RoCEv2 = a.String()
 	}

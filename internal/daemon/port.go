@@ -44,36 +44,6 @@ const (
 // errNoNetdev: no netdev carries the address.
 var errNoNetdev = errors.New("no network device has the address")
 
-// netdevAddr returns the first IPv4 address of netdev name, else its first global IPv6.
-func netdevAddr(name string) (netip.Addr, error) {
-	l, err := netlink.LinkByName(name)
-	if err != nil {
-		return netip.Addr{}, fmt.Errorf("-netdev %s: %w", name, err)
-	}
-	as, err := netlink.AddrList(l, netlink.FAMILY_ALL)
-	if err != nil {
-		return netip.Addr{}, fmt.Errorf("-netdev %s: addresses: %w", name, err)
-	}
-	var v6 netip.Addr
-	for _, a := range as {
-		ip, ok := netip.AddrFromSlice(a.IP)
-		if !ok {
-			continue
-		}
-		ip = ip.Unmap()
-		if ip.Is4() {
-			return ip, nil
-		}
-		if !v6.IsValid() && ip.IsGlobalUnicast() {
-			v6 = ip
-		}
-	}
-	if v6.IsValid() {
-		return v6, nil
-	}
-	return netip.Addr{}, fmt.Errorf("-netdev %s: no IPv4 or global IPv6 address", name)
-}
-
 // trackPort finds the netdev carrying addr (name, when given, must be it): the netdev
 // with addr assigned, else the one whose prefix holds it (127.0.0.2 on lo), and follows it.
 func trackPort(addr netip.Addr, name string, log *slog.Logger) (*port, error) {

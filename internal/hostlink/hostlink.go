@@ -173,7 +173,7 @@ func (h *Host) xdpPort(addr netip.Addr) (*afxdp.Port, *netstack.Stack, error) {
 		return h.port, h.stack, nil
 	}
 	if !addr.IsValid() || addr.IsUnspecified() {
-		a, err := netdevAddr(h.o.XDP)
+		a, err := NetdevAddr(h.o.XDP)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -207,15 +207,16 @@ func (h *Host) xdpPort(addr netip.Addr) (*afxdp.Port, *netstack.Stack, error) {
 	return p, st, nil
 }
 
-// netdevAddr is the first address of the netdev, IPv4 preferred.
-func netdevAddr(name string) (netip.Addr, error) {
+// NetdevAddr is the first address of the netdev that is not link-local, IPv4 preferred
+// (the address --xdp and the daemon's -netdev serve).
+func NetdevAddr(name string) (netip.Addr, error) {
 	ifi, err := net.InterfaceByName(name)
 	if err != nil {
-		return netip.Addr{}, fmt.Errorf("--xdp: %w", err)
+		return netip.Addr{}, fmt.Errorf("netdev %s: %w", name, err)
 	}
 	addrs, err := ifi.Addrs()
 	if err != nil {
-		return netip.Addr{}, fmt.Errorf("--xdp %s: %w", name, err)
+		return netip.Addr{}, fmt.Errorf("netdev %s: %w", name, err)
 	}
 	var first netip.Addr
 	for _, a := range addrs {
@@ -234,7 +235,7 @@ func netdevAddr(name string) (netip.Addr, error) {
 		}
 	}
 	if !first.IsValid() {
-		return first, fmt.Errorf("--xdp %s: the netdev has no address", name)
+		return first, fmt.Errorf("netdev %s has no address", name)
 	}
 	return first, nil
 }

@@ -450,11 +450,9 @@ func (a *cmAgent) input(p *roce.Packet, from netip.AddrPort) {
 func (a *cmAgent) match(ours, theirs uint32, from netip.AddrPort, early bool) *cmConn {
 	a.mu.Lock()
 	c := a.byLocal[ours]
-	// With Config.PeerPort, from is the peer's IP and PeerPort (peerLinkAddr), and the
-	// peer may have been dialed at another port ("ip:port@udpport"): its IP decides, as
-	// for the QP's packets (fromPeer).
-	samePeer := c != nil && (c.peer == from || a.e.cfg.PeerPort != 0 && c.peer.Addr() == from.Addr())
-	ok := samePeer && (c.remoteID == theirs || early && c.remoteID == 0)
+	// the source check of the QP's packets (fromPeer): with Config.PeerPort the peer's
+	// IP decides, whatever port it was dialed at ("ip:port@udpport")
+	ok := c != nil && a.e.fromPeer(from, c.peer) && (c.remoteID == theirs || early && c.remoteID == 0)
 	a.mu.Unlock()
 	if !ok {
 		a.e.CMDropped.Add(1)
