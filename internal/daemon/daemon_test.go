@@ -100,6 +100,24 @@ func testSock(t *testing.T) string {
 	return filepath.Join(dir, "d.sock")
 }
 
+// startDaemon starts a daemon in the foreground on a fresh control socket with args (the
+// daemon's flags), logging to the test; it closes when the test ends.
+func startDaemon(t *testing.T, args ...string) (*Daemon, string) {
+	t.Helper()
+	sock := testSock(t)
+	o, err := ParseArgs(append([]string{"-foreground", "-sock", sock}, args...), &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.LogOut = testLog{t}
+	d, err := Start(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	return d, sock
+}
+
 type testLog struct{ t *testing.T }
 
 func (w testLog) Write(b []byte) (int, error) {

@@ -24,18 +24,7 @@ import (
 // reports the attachment, the process's QP count, the MADs routed and the steered
 // packets in the Prometheus text format.
 func TestMetricsAndAttach(t *testing.T) {
-	sock := testSock(t)
-	o, err := ParseArgs([]string{"-foreground", "-sock", sock, "-rocev2", "127.0.0.1:0", "-target-mib", "1", "-name", "m0",
-		"-metrics", "127.0.0.1:0"}, &bytes.Buffer{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	o.LogOut = testLog{t}
-	d, err := Start(o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
+	d, sock := startDaemon(t, "-rocev2", "127.0.0.1:0", "-target-mib", "1", "-name", "m0", "-metrics", "127.0.0.1:0")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	st, err := uapi.GetStatus(ctx, sock)

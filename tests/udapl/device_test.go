@@ -51,33 +51,6 @@ func TestDtestDaemonDevice(t *testing.T) {
 	defer func() {
 		results.add(row{program: "dtest, both on one daemon device", transport: "rocev2", command: cmdline, result: res, secs: time.Since(t0).Seconds()})
 	}()
-	srv := start(t, conf, "Server is waiting for client connection", 60*time.Second, "dtest", append([]string{"-P", "softrnic-dev"}, flags...)...)
-	if !srv.waitFor(20 * time.Second) {
-		t.Fatalf("dtest server did not get ready:\n%s", tail(srv.output(), 30))
-	}
-	var cli *proc
-	for attempt := 0; ; attempt++ {
-		cli = start(t, conf, "", 60*time.Second, "dtest", append([]string{"-h", "127.0.0.4"}, flags...)...)
-		out, err := cli.wait()
-		if err == nil || !strings.Contains(out, "Couldn't connect to") || attempt == 50 {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	cout, cerr := cli.wait()
-	sout, serr := srv.wait()
-	for _, p := range []struct {
-		role, out string
-		err       error
-	}{{"client", cout, cerr}, {"server", sout, serr}} {
-		if p.err != nil || !strings.Contains(p.out, "DAPL Test Complete. PASSED") {
-			t.Fatalf("dtest %s: %v\n%s", p.role, p.err, tail(p.out, 40))
-		}
-		for _, ph := range fullPhases {
-			if !strings.Contains(p.out, ph) {
-				t.Fatalf("dtest %s skipped the phase %q:\n%s", p.role, ph, tail(p.out, 40))
-			}
-		}
-	}
+	dtestPair(t, conf, conf, "softrnic-dev", "127.0.0.4", flags, fullPhases)
 	res = "pass"
 }

@@ -49,36 +49,7 @@ func runDtest(t *testing.T, e *env, c dtestCase) {
 	defer func() {
 		results.add(row{program: "dtest", transport: c.transport, command: cmdline, result: res, secs: time.Since(t0).Seconds()})
 	}()
-	srv := start(t, srvConf, "Server is waiting for client connection", 60*time.Second, "dtest", append([]string{"-P", ia}, c.flags...)...)
-	if !srv.waitFor(20 * time.Second) {
-		t.Fatalf("dtest server did not get ready:\n%s", tail(srv.output(), 30))
-	}
-	// the server listens on its side-channel port right after saying so:
-	// a client that came too early fails at once, try again
-	var cli *proc
-	for attempt := 0; ; attempt++ {
-		cli = start(t, cliConf, "", 60*time.Second, "dtest", append([]string{"-h", host}, c.flags...)...)
-		out, err := cli.wait()
-		if err == nil || !strings.Contains(out, "Couldn't connect to") || attempt == 50 {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	cout, cerr := cli.wait()
-	sout, serr := srv.wait()
-	for _, p := range []struct {
-		role, out string
-		err       error
-	}{{"client", cout, cerr}, {"server", sout, serr}} {
-		if p.err != nil || !strings.Contains(p.out, "DAPL Test Complete. PASSED") {
-			t.Fatalf("dtest %s: %v\n%s\nthe other side:\n%s", p.role, p.err, tail(p.out, 40), tail(map[bool]string{true: sout, false: cout}[p.role == "client"], 40))
-		}
-		for _, ph := range c.phases {
-			if !strings.Contains(p.out, ph) {
-				t.Fatalf("dtest %s skipped the phase %q:\n%s", p.role, ph, tail(p.out, 40))
-			}
-		}
-	}
+	cout := dtestPair(t, srvConf, cliConf, ia, host, c.flags, c.phases)
 	res = "pass"
 	t.Logf("client:\n%s", tail(cout, 6))
 }
@@ -137,4 +108,41 @@ func TestDtestx(t *testing.T) {
 		}
 	}
 	res = "pass"
+}
+
+// dtestPair runs dtest -P ia (DAT_OVERRIDE srvConf) and dtest -h host (cliConf) with
+// flags, and checks that both pass every phase; it returns the client's output.
+func dtestPair(t *testing.T, srvConf, cliConf, ia, host string, flags, phases []string) string {
+	t.Helper()
+	srv := start(t, srvConf, "Server is waiting for client connection", 60*time.Second, "dtest", append([]string{"-P", ia}, flags...)...)
+	if !srv.waitFor(20 * time.Second) {
+		t.Fatalf("dtest server did not get ready:\n%s", tail(srv.output(), 30))
+	}
+	// the server listens on its side-channel port right after saying so:
+	// a client that came too early fails at once, try again
+	var cli *proc
+	for attempt := 0; ; attempt++ {
+		cli = start(t, cliConf, "", 60*time.Second, "dtest", append([]string{"-h", host}, flags...)...)
+		out, err := cli.wait()
+		if err == nil || !strings.Contains(out, "Couldn't connect to") || attempt == 50 {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cout, cerr := cli.wait()
+	sout, serr := srv.wait()
+	for _, p := range []struct {
+		role, out string
+		err       error
+	}{{"client", cout, cerr}, {"server", sout, serr}} {
+		if p.err != nil || !strings.Contains(p.out, "DAPL Test Complete. PASSED") {
+			t.Fatalf("dtest %s: %v\n%s\nthe other side:\n%s", p.role, p.err, tail(p.out, 40), tail(map[bool]string{true: sout, false: cout}[p.role == "client"], 40))
+		}
+		for _, ph := range phases {
+			if !strings.Contains(p.out, ph) {
+				t.Fatalf("dtest %s skipped the phase %q:\n%s", p.role, ph, tail(p.out, 40))
+			}
+		}
+	}
+	return cout
 }
