@@ -175,7 +175,7 @@ func (h *Host) xdpPort(addr netip.Addr) (*afxdp.Port, *netstack.Stack, error) {
 	if !addr.IsValid() || addr.IsUnspecified() {
 		a, err := NetdevAddr(h.o.XDP)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, fmt.Errorf("--xdp: %w", err)
 		}
 		addr = a
 	}
