@@ -457,6 +457,9 @@ type receiver struct {
 	wrs     []rnic.RecvWR
 	credit  []rnic.SendWR
 	every   uint64
+	// deferred are receives reap took off the shared CQ while it waited for credit
+	// Writes (the sender kept sending); the server's loop handles them next.
+	deferred []int
 }
 
 func newReceiver(s *session, size int) *receiver {
@@ -514,9 +517,11 @@ func (rv *receiver) got(ctx context.Context, i int, over, duration bool) error {
 	return nil
 }
 
-// reap takes credit-Write completions off the CQ (waiting for one with block). Other
-// completions cannot be pending here: a receiver that also sends (bidirectional) counts
-// its send slots with the credits, so it never blocks on a full send queue.
+// reap takes credit-Write completions off the CQ (waiting for one with block). The CQ
+// also takes the receives (perftest has a send and a receive CQ; this session one):
+// those that come meanwhile are kept in deferred for the server's loop. A receiver that
+// also sends (bidirectional) counts its send slots with the credits, so it never blocks
+// on a full send queue.
 func (rv *receiver) reap(ctx context.Context, block bool) error {
 	s := rv.s
 	var wc [16]rnic.Completion
@@ -534,6 +539,10 @@ func (rv *receiver) reap(ctx context.Context, block bool) error {
 		i := int(c.WRID)
 		if c.Status != rnic.StatusSuccess {
 			return s.qpFailure(i, c)
+		}
+		if c.Opcode == rnic.WCRecv && i >= 0 && i < len(rv.scredit) {
+			rv.deferred = append(rv.deferred, i)
+			continue
 		}
 		if c.Opcode != rnic.WCWrite || i < 0 || i >= len(rv.scredit) {
 			return fmt.Errorf("unexpected %v completion while waiting for credit Writes", c.Opcode)
@@ -569,6 +578,16 @@ func (s *session) iterSendServer(ctx context.Context, size int) (bwReport, error
 	wctx := ctx
 	first := true
 	for {
+		for len(rv.deferred) > 0 { // receives reap took while waiting for credit Writes
+			i := rv.deferred[0]
+			rv.deferred = rv.deferred[1:]
+			if err := rv.got(ctx, i, r.dur.over(), o.Duration > 0); err != nil {
+				return bwReport{}, err
+			}
+			if r.dur.sampling() {
+				r.sampled++
+			}
+		}
 		if o.Duration > 0 {
 			if r.dur != nil && r.dur.over() {
 				break
