@@ -7,6 +7,9 @@ import (
 	"errors"
 	"io"
 	"net"
+	"os"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -267,6 +270,23 @@ func TestExtensionsNotEnabled(t *testing.T) {
 // offending request's DDP header. The peer sends one request, waits for the first FPDU of
 // its response (so it is being answered, no longer queued), then sends the rest without
 // reading; each response is larger than the loopback socket buffers, so none can finish.
+// tcpWmemMax is the largest send buffer TCP autotuning may grow to on this machine.
+func tcpWmemMax(t *testing.T) int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/tcp_wmem")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := strings.Fields(string(b))
+	if len(f) != 3 {
+		t.Fatalf("tcp_wmem %q", b)
+	}
+	n, err := strconv.Atoi(f[2])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
 func TestRawIRDExact(t *testing.T) {
 	noLeak(t)
 	srv := newSide(t, &pairOpts{})
@@ -283,7 +303,13 @@ func TestRawIRDExact(t *testing.T) {
 	if err := p.wr.WriteFPDU(h, nil); err != nil {
 		t.Fatal(err)
 	}
-	const size = 32 << 20
+	// The first response must still be in flight when the next requests arrive: the raw
+	// peer's receive buffer is pinned small (no autotuning) and the response is larger
+	// than what the responder's send buffer can hold (tcp_wmem's maximum here).
+	if err := p.nc.(*net.TCPConn).SetReadBuffer(256 << 10); err != nil {
+		t.Fatal(err)
+	}
+	size := max(32<<20, 4*tcpWmemMax(t))
 	smr, _ := srv.reg(t, size, allAccess)
 	msn := uint32(1)
 	reqs := func(n int) {
@@ -291,7 +317,7 @@ func TestRawIRDExact(t *testing.T) {
 		for range n {
 			r := make([]byte, ddp.UntaggedLen+rdmap.ReadRequestLen)
 			ddp.Untagged(r).Init(true, rdmap.Control(rdmap.OpReadRequest), 0, ddp.QNReadRequest, ddp.MSN(msn), 0)
-			rdmap.ReadRequest(r[ddp.UntaggedLen:]).Init(0x77, 0, size, smr.RKey(), smr.Addr())
+			rdmap.ReadRequest(r[ddp.UntaggedLen:]).Init(0x77, 0, uint32(size), smr.RKey(), smr.Addr())
 			batch = mpa.AppendFPDU(batch, p.params.CRC, r)
 			msn++
 		}
