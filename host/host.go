@@ -254,7 +254,11 @@ func (d *Device) call(m attach.Msg) (attach.Msg, error) {
 
 // handle answers the daemon's requests.
 func (d *Device) handle(m attach.Msg) attach.Msg {
-	if m.Op != attach.OpListQPs {
+	switch m.Op {
+	case attach.OpListQPs:
+	case attach.OpListRes:
+		return attach.Msg{Op: attach.OpOK, Res: attach.ListRes(d.dev, m.Kind)}
+	default:
 		return attach.Msg{Op: attach.OpError, Errno: 71, Error: "unknown op " + m.Op}
 	}
 	qps := d.dev.QPs()

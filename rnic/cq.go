@@ -15,6 +15,7 @@ import (
 // Error with EventQPFatal.
 type CQ struct {
 	dev      *Device
+	num      uint32 // its number on the device (CQs)
 	mu       sync.Mutex
 	ring     []Completion
 	head, n  int
@@ -39,7 +40,9 @@ func (d *Device) CreateCQ(depth int) (*CQ, error) {
 	if depth <= 0 || depth > d.cfg.MaxCQE {
 		return nil, ErrInvalidArg
 	}
-	return &CQ{dev: d, ring: make([]Completion, depth), ch: make(chan struct{}, 1)}, nil
+	cq := &CQ{dev: d, ring: make([]Completion, depth), ch: make(chan struct{}, 1)}
+	cq.num = d.cqs.add(cq)
+	return cq, nil
 }
 
 // Depth returns the ring size.
@@ -134,6 +137,7 @@ func (cq *CQ) Destroy() error {
 	cq.mu.Lock()
 	cq.destroy = true
 	cq.mu.Unlock()
+	cq.dev.cqs.del(cq.num)
 	return nil
 }
 

@@ -111,6 +111,9 @@ type Device struct {
 	nextQP uint32
 	qpRand *rand.Rand // random QPN strides; nil numbers sequentially (Config.StartQPN)
 
+	pds resTable[PD] // numbers and finds the live PDs and CQs (res.go)
+	cqs resTable[CQ]
+
 	closed atomic.Bool
 
 	atomicMu sync.Mutex // serializes inbound atomics of every transport (TransportQP.Atomic)

@@ -62,6 +62,7 @@ type memObj struct {
 // PD is a protection domain.
 type PD struct {
 	dev *Device
+	num uint32       // its number on the device (PDs)
 	n   atomic.Int32 // resources using it
 }
 
@@ -70,7 +71,9 @@ func (d *Device) AllocPD() (*PD, error) {
 	if d.closed.Load() {
 		return nil, ErrClosed
 	}
-	return &PD{dev: d}, nil
+	pd := &PD{dev: d}
+	pd.num = d.pds.add(pd)
+	return pd, nil
 }
 
 // Device returns the owning device.
@@ -81,6 +84,7 @@ func (pd *PD) Dealloc() error {
 	if pd.n.Load() != 0 {
 		return ErrInUse
 	}
+	pd.dev.pds.del(pd.num)
 	return nil
 }
 

@@ -16,6 +16,7 @@
 //	process  claim       Service         ok, or error EADDRINUSE: REQs for the service ID come here
 //	process  release     Service         ok
 //	daemon   list_qps                    ok with QPs: the process's QPs, states and counters
+//	daemon   list_res    Kind            ok with Res: the process's CQs, MRs or PDs
 //
 // The GSI socketpair (SOCK_SEQPACKET too) carries the IB CM's MADs as RoCEv2 UDP payloads
 // (BTH through ICRC), each prefixed by AddrLen bytes (PutAddr): from the daemon, the
@@ -33,13 +34,16 @@ import (
 	"encoding/json"
 	"net/netip"
 	"strings"
+
+	"github.com/softrnic/softrnic/internal/uapi"
 )
 
 // Path is the attach socket of the device whose control socket is ctl
 // (/run/softrnic/softrnic0.sock → /run/softrnic/softrnic0.attach).
 func Path(ctl string) string { return strings.TrimSuffix(ctl, ".sock") + ".attach" }
 
-// MaxMsg bounds a message; a list_qps answer is paged by the process to fit (MaxQPs).
+// MaxMsg bounds a message; a list_qps or list_res answer holds at most MaxQPs entries
+// to fit.
 const (
 	MaxMsg = 1 << 20
 	MaxQPs = 4096
@@ -54,21 +58,24 @@ const (
 	OpClaim    = "claim"
 	OpRelease  = "release"
 	OpListQPs  = "list_qps"
+	OpListRes  = "list_res" // Kind: "cq", "mr" or "pd"; the answer's Res (at most MaxQPs)
 	OpOK       = "ok"
 	OpError    = "error"
 )
 
 // Msg is one message; Op says which fields matter.
 type Msg struct {
-	Op      string   `json:"op"`
-	ID      uint64   `json:"id,omitempty"`
-	Hello   *Hello   `json:"hello,omitempty"`
-	Welcome *Welcome `json:"welcome,omitempty"`
-	QPN     uint32   `json:"qpn,omitempty"`
-	Service uint64   `json:"service,omitempty"`
-	QPs     []QP     `json:"qps,omitempty"`
-	Errno   int      `json:"errno,omitempty"` // error: a Linux errno
-	Error   string   `json:"error,omitempty"`
+	Op      string     `json:"op"`
+	ID      uint64     `json:"id,omitempty"`
+	Hello   *Hello     `json:"hello,omitempty"`
+	Welcome *Welcome   `json:"welcome,omitempty"`
+	QPN     uint32     `json:"qpn,omitempty"`
+	Service uint64     `json:"service,omitempty"`
+	QPs     []QP       `json:"qps,omitempty"`
+	Kind    string     `json:"kind,omitempty"`
+	Res     []uapi.Res `json:"res,omitempty"`   // PID and Comm are the daemon's to fill
+	Errno   int        `json:"errno,omitempty"` // error: a Linux errno
+	Error   string     `json:"error,omitempty"`
 }
 
 // Hello introduces the process.

@@ -643,38 +643,45 @@ type ProcessQP struct {
 	Peer string `json:"peer"` // the peer's RoCEv2 address and QPN, as the CM named them
 }
 
-// ListQPs asks every attached process for its QPs (each within QueryTimeout; a process
-// that does not answer in time is left out) and names their peers from the CM's tables.
-func (b *Broker) ListQPs(ctx context.Context) []ProcessQP {
+// askAll sends m to every attached process at once (each within QueryTimeout: one that
+// does not answer costs QueryTimeout, not N of them, and is left out) and returns the
+// answers with the processes that gave them.
+func (b *Broker) askAll(ctx context.Context, m attach.Msg) ([]*proc, []attach.Msg) {
 	b.mu.Lock()
 	ps := make([]*proc, 0, len(b.procs))
 	for _, p := range b.procs {
 		ps = append(ps, p)
 	}
 	b.mu.Unlock()
-	// all processes at once: one that does not answer costs QueryTimeout, not N of them
-	answers := make([][]ProcessQP, len(ps))
+	answers := make([]attach.Msg, len(ps))
 	var wg sync.WaitGroup
 	for i, p := range ps {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			qctx, cancel := context.WithTimeout(ctx, b.cfg.QueryTimeout)
-			r, err := p.conn.Call(qctx, attach.Msg{Op: attach.OpListQPs})
+			r, err := p.conn.Call(qctx, m)
 			cancel()
 			if err != nil {
-				b.log.Debug("device: list_qps", "pid", p.pid, "err", err)
+				b.log.Debug("device: "+m.Op, "pid", p.pid, "err", err)
 				return
 			}
-			for _, q := range r.QPs {
-				answers[i] = append(answers[i], ProcessQP{QP: q, PID: p.pid, Comm: p.comm})
-			}
+			answers[i] = r
 		}()
 	}
 	wg.Wait()
+	return ps, answers
+}
+
+// ListQPs asks every attached process for its QPs (askAll) and names their peers from
+// the CM's tables.
+func (b *Broker) ListQPs(ctx context.Context) []ProcessQP {
+	ps, answers := b.askAll(ctx, attach.Msg{Op: attach.OpListQPs})
 	var out []ProcessQP
-	for _, a := range answers {
-		out = append(out, a...)
+	for i, r := range answers {
+		for _, q := range r.QPs {
+			out = append(out, ProcessQP{QP: q, PID: ps[i].pid, Comm: ps[i].comm})
+		}
 	}
 	b.mu.Lock()
 	peers := make(map[uint32]string)
@@ -688,6 +695,23 @@ func (b *Broker) ListQPs(ctx context.Context) []ProcessQP {
 		out[i].Peer = peers[out[i].QPN]
 	}
 	slices.SortFunc(out, func(x, y ProcessQP) int { return int(x.QPN) - int(y.QPN) })
+	return out
+}
+
+// ListRes asks every attached process for its resources of one kind ("cq", "mr" or
+// "pd"; askAll), each named with the process's pid and name.
+func (b *Broker) ListRes(ctx context.Context, kind string) []uapi.Res {
+	ps, answers := b.askAll(ctx, attach.Msg{Op: attach.OpListRes, Kind: kind})
+	var out []uapi.Res
+	for i, r := range answers {
+		for _, e := range r.Res {
+			if e.Kind != kind {
+				continue
+			}
+			e.PID, e.Comm = ps[i].pid, ps[i].comm
+			out = append(out, e)
+		}
+	}
 	return out
 }
 

@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"os"
@@ -9,6 +10,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/softrnic/softrnic/internal/attach"
 	"github.com/softrnic/softrnic/internal/uapi"
 	"github.com/softrnic/softrnic/rnic"
 )
@@ -20,6 +22,9 @@ func countersOf(s rnic.Stats) uapi.Counters {
 
 // status collects the device's state and the QPs q selects.
 func (d *Daemon) status(q uapi.Query) (uapi.Status, error) {
+	if q.Res != "" {
+		return d.resStatus(q), nil
+	}
 	s := uapi.Status{Device: d.dev.Name()}
 	if d.mr != nil {
 		s.TargetAddr, s.TargetRKey, s.TargetLen = d.mr.Addr(), d.mr.RKey(), uint64(d.mr.Len())
@@ -87,6 +92,27 @@ func (d *Daemon) status(q uapi.Query) (uapi.Status, error) {
 	s.Counters = countersOf(d.dev.Counters().Snapshot())
 	s.Daemon = d.counters()
 	return s, nil
+}
+
+// resStatus answers a res= query: the device's name and counters and a page of the
+// resources of one kind, the daemon's own device's and every attached process's.
+func (d *Daemon) resStatus(q uapi.Query) uapi.Status {
+	all := attach.ListRes(d.dev, q.Res)
+	pid := os.Getpid()
+	for i := range all {
+		all[i].PID, all[i].Comm = pid, "softrnic"
+	}
+	if d.br != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		all = append(all, d.br.ListRes(ctx, q.Res)...)
+		cancel()
+	}
+	slices.SortFunc(all, func(x, y uapi.Res) int { return cmp.Compare(x.Key(), y.Key()) })
+	s := uapi.Status{Device: d.dev.Name(), ResCount: uint64(len(all))}
+	s.Res, s.ResNext, s.ResNextSet = q.SelectRes(all)
+	s.Counters = countersOf(d.dev.Counters().Snapshot())
+	s.Daemon = d.counters()
+	return s
 }
 
 // counters collects the daemon's own counters.

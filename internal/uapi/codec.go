@@ -24,6 +24,7 @@ package uapi
 
 import (
 	"bufio"
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -376,23 +377,32 @@ const MaxPageQPs = 256
 // Query selects what a get answers besides the device section: one QP (One, QP), or a
 // page of at most Max QPs (0 or more than MaxPageQPs: MaxPageQPs) numbered From or
 // higher, in increasing order.
+//
+// With Res set ("cq", "mr" or "pd") it asks instead for a page of those resources of
+// every process on the device, at most MaxPageRes of them, in increasing order of
+// [Res.Key] from ResFrom on.
 type Query struct {
 	One  bool
 	QP   uint32
 	From uint32
 	Max  int
+
+	Res     string
+	ResFrom uint64
 }
 
 // Query keys of a get request.
 const (
-	keyQP     = "qp"
-	keyQPFrom = "qp_from"
-	keyQPMax  = "qp_max"
+	keyQP      = "qp"
+	keyQPFrom  = "qp_from"
+	keyQPMax   = "qp_max"
+	keyRes     = "res"
+	keyResFrom = "res_from"
 )
 
 // queryPairs reports whether ps holds only query keys, each at most once.
 func queryPairs(ps []Pair) bool {
-	var seen [3]bool
+	var seen [5]bool
 	for _, p := range ps {
 		i := 0
 		switch p.Key {
@@ -401,6 +411,10 @@ func queryPairs(ps []Pair) bool {
 			i = 1
 		case keyQPMax:
 			i = 2
+		case keyRes:
+			i = 3
+		case keyResFrom:
+			i = 4
 		default:
 			return false
 		}
@@ -414,6 +428,13 @@ func queryPairs(ps []Pair) bool {
 
 // Pairs encodes the query as get request pairs.
 func (q Query) Pairs() []Pair {
+	if q.Res != "" {
+		ps := []Pair{{keyRes, q.Res}}
+		if q.ResFrom != 0 {
+			ps = append(ps, Pair{keyResFrom, strconv.FormatUint(q.ResFrom, 10)})
+		}
+		return ps
+	}
 	if q.One {
 		return []Pair{{keyQP, strconv.FormatUint(uint64(q.QP), 10)}}
 	}
@@ -431,8 +452,23 @@ func (q Query) Pairs() []Pair {
 // "qp" with "qp_from" or "qp_max"); a page's Max is clamped to 1..MaxPageQPs.
 func ParseQuery(ps []Pair) (Query, error) {
 	var q Query
-	paged := false
+	paged, res := false, false
 	for _, p := range ps {
+		switch p.Key {
+		case keyRes:
+			if !slices.Contains(ResKinds, p.Value) {
+				return Query{}, Errorf(EINVAL, "res=%s: not one of %v", p.Value, ResKinds)
+			}
+			q.Res = p.Value
+			continue
+		case keyResFrom:
+			n, err := strconv.ParseUint(p.Value, 10, 64)
+			if err != nil {
+				return Query{}, Errorf(EINVAL, "%s=%s: not a number", p.Key, p.Value)
+			}
+			q.ResFrom, res = n, true
+			continue
+		}
 		n, err := strconv.ParseUint(p.Value, 10, 32)
 		if err != nil {
 			return Query{}, Errorf(EINVAL, "%s=%s: not a number", p.Key, p.Value)
@@ -450,6 +486,12 @@ func ParseQuery(ps []Pair) (Query, error) {
 	}
 	if q.One && paged {
 		return Query{}, Errorf(EINVAL, "qp= asks for one QP; qp_from and qp_max are for pages")
+	}
+	if res && q.Res == "" {
+		return Query{}, Errorf(EINVAL, "res_from= without res=")
+	}
+	if q.Res != "" && (q.One || paged) {
+		return Query{}, Errorf(EINVAL, "res= asks for resources, not QPs")
 	}
 	if !q.One && (q.Max <= 0 || q.Max > MaxPageQPs) {
 		q.Max = MaxPageQPs
@@ -479,4 +521,16 @@ func (q Query) Select(sorted []uint32) (sel []uint32, next uint32, more bool) {
 		return sel, sorted[j], true
 	}
 	return sel, 0, false
+}
+
+// SelectRes returns the page of sorted (in increasing order of Key) that a res query
+// asks for: at most MaxPageRes from ResFrom on; more reports that resources follow the
+// page, next being the res_from of the next page.
+func (q Query) SelectRes(sorted []Res) (sel []Res, next uint64, more bool) {
+	i, _ := slices.BinarySearchFunc(sorted, q.ResFrom, func(r Res, k uint64) int { return cmp.Compare(r.Key(), k) })
+	j := min(i+MaxPageRes, len(sorted))
+	if j < len(sorted) {
+		return sorted[i:j], sorted[j].Key(), true
+	}
+	return sorted[i:j], 0, false
 }

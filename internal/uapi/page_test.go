@@ -136,3 +136,73 @@ func TestQuerySelect(t *testing.T) {
 		}
 	}
 }
+
+// resTable is a handler with many synthetic resources of every kind, paged as the daemon
+// pages them (Query.SelectRes).
+type resTable struct{ res []Res } // by Key
+
+func (h *resTable) Get(q Query) ([]Pair, error) {
+	if q.Res == "" {
+		return (&Status{Device: "big0"}).Pairs(), nil
+	}
+	var kind []Res
+	for _, r := range h.res {
+		if r.Kind == q.Res {
+			kind = append(kind, r)
+		}
+	}
+	s := Status{Device: "big0", ResCount: uint64(len(kind))}
+	s.Res, s.ResNext, s.ResNextSet = q.SelectRes(kind)
+	return s.Pairs(), nil
+}
+
+func (h *resTable) Set([]Pair) error { return nil }
+
+// TestResPaging: 10,000 MRs of 5 processes (more than one answer holds), CQs and PDs are
+// read whole, in order, every field intact (a process name with a comma included).
+func TestResPaging(t *testing.T) {
+	h := &resTable{}
+	for pid := 100; pid < 105; pid++ {
+		comm := fmt.Sprintf("proc,%d", pid)
+		for i := range 2000 {
+			h.res = append(h.res, Res{Kind: "mr", PID: pid, Comm: comm, Num: uint32(i<<8 | 1), PD: uint32(i%3 + 1), Size: uint64(i) << 12,
+				IOVA: 0x7f00_0000_0000 + uint64(i)<<20, Flags: "LocalWrite|RemoteRead"})
+		}
+		h.res = append(h.res, Res{Kind: "cq", PID: pid, Comm: comm, Num: 1, Size: 256, Used: 3, Flags: "overflow"},
+			Res{Kind: "pd", PID: pid, Comm: comm, Num: 1, Used: 2001})
+	}
+	path := sockPath(t)
+	srv, err := Listen(path, h, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for _, kind := range ResKinds {
+		var want []Res
+		for _, r := range h.res {
+			if r.Kind == kind {
+				want = append(want, r)
+			}
+		}
+		s, err := GetRes(ctx, path, kind)
+		if err != nil {
+			t.Fatal(kind, err)
+		}
+		if s.Device != "big0" || len(s.Res) != len(want) {
+			t.Fatalf("%s: device %q, %d resources, want %d", kind, s.Device, len(s.Res), len(want))
+		}
+		for i := range want {
+			if s.Res[i] != want[i] {
+				t.Fatalf("%s %d: %+v, want %+v", kind, i, s.Res[i], want[i])
+			}
+		}
+	}
+	if _, err := Do(ctx, path, Request{Op: OpGet, Pairs: []Pair{{"res", "qp"}}}); err == nil {
+		t.Fatal("res=qp accepted")
+	}
+	if _, err := Do(ctx, path, Request{Op: OpGet, Pairs: []Pair{{"res", "cq"}, {"qp", "3"}}}); err == nil {
+		t.Fatal("res= with qp= accepted")
+	}
+}

@@ -438,6 +438,42 @@ func GetStatus(ctx context.Context, path string) (Status, error) {
 	}
 }
 
+// GetRes lists the device's resources of one kind (ResKinds) across its processes,
+// asking for page after page on one connection; the device section is the last page's.
+func GetRes(ctx context.Context, path, kind string) (Status, error) {
+	c, done, err := dial(ctx, path)
+	if err != nil {
+		return Status{}, err
+	}
+	defer done()
+	all := []Res{}
+	q := Query{Res: kind}
+	for {
+		resp, err := c.do(ctx, Request{Op: OpGet, Pairs: q.Pairs()})
+		if err != nil {
+			return Status{}, err
+		}
+		s, err := DecodeStatus(resp.Pairs)
+		if err != nil {
+			return Status{}, err
+		}
+		for _, r := range s.Res {
+			if r.Kind != kind {
+				return Status{}, ErrMalformed
+			}
+		}
+		all = append(all, s.Res...)
+		if !s.ResNextSet {
+			s.Res = all
+			return s, nil
+		}
+		if s.ResNext <= q.ResFrom {
+			return Status{}, ErrMalformed // a page must move forward
+		}
+		q.ResFrom = s.ResNext
+	}
+}
+
 // GetQP reads the status of QP qpn (an *Error with ENOENT when the daemon has none).
 func GetQP(ctx context.Context, path string, qpn uint32) (QPStatus, error) {
 	resp, err := Do(ctx, path, Request{Op: OpGet, Pairs: Query{One: true, QP: qpn}.Pairs()})

@@ -96,6 +96,52 @@ type ProcStatus struct {
 	Comm  string `json:"comm"`
 }
 
+// ResKinds are the resources a get with res= lists.
+var ResKinds = []string{"cq", "mr", "pd"}
+
+// MaxPageRes is the most resources one get answer holds (one line each).
+const MaxPageRes = 3072
+
+// Res is one CQ, MR or PD of a process on the device, as a get with res=KIND lists it,
+// carried as one line "KIND=PID,NUM,PD,SIZE,USED,IOVA,FLAGS,COMM" (COMM last: it may
+// hold commas).
+type Res struct {
+	Kind  string `json:"kind"`
+	PID   int    `json:"pid"`
+	Comm  string `json:"comm"`
+	Num   uint32 `json:"num"`   // cqn, pdn, or an MR's STag (its L_Key and R_Key)
+	PD    uint32 `json:"pdn"`   // mr: the number of its PD
+	Size  uint64 `json:"size"`  // cq: entries; mr: bytes
+	Used  uint64 `json:"used"`  // cq: completions waiting; pd: the MRs, MWs, QPs and SRQs using it
+	IOVA  uint64 `json:"iova"`  // mr: the address of its first byte
+	Flags string `json:"flags"` // mr: access rights, "|FastReg", "|Invalid"; cq: "overflow"
+}
+
+// Key orders a device's resources of one kind: by process, then number.
+func (r *Res) Key() uint64 { return uint64(r.PID)<<32 | uint64(r.Num) }
+
+func (r *Res) line() Pair {
+	return Pair{r.Kind, Sanitize(fmt.Sprintf("%d,%d,%d,%d,%d,%d,%s,%s", r.PID, r.Num, r.PD, r.Size, r.Used, r.IOVA,
+		strings.ReplaceAll(r.Flags, ",", "|"), r.Comm))}
+}
+
+func parseRes(kind, v string) (Res, error) {
+	f := strings.SplitN(v, ",", 8)
+	if len(f) != 8 {
+		return Res{}, ErrMalformed
+	}
+	var n [6]uint64
+	for i, bits := range []int{31, 32, 32, 64, 64, 64} {
+		x, err := strconv.ParseUint(f[i], 10, bits)
+		if err != nil {
+			return Res{}, ErrMalformed
+		}
+		n[i] = x
+	}
+	return Res{Kind: kind, PID: int(n[0]), Num: uint32(n[1]), PD: uint32(n[2]), Size: n[3], Used: n[4], IOVA: n[5],
+		Flags: f[6], Comm: f[7]}, nil
+}
+
 // Status is the decoded answer to get=1.
 //
 // Its lines are, in order: the device keys ("device", then "listen_iwarp" and
@@ -129,6 +175,14 @@ type Status struct {
 	MTU       int        `json:"mtu,omitempty"`
 	GIDs      []string   `json:"gids"`
 	QPs       []QPStatus `json:"qps"`
+
+	// Res, ResCount and ResNext answer a get with res=KIND: a page of the resources
+	// (no QPs then), how many the device has, and the res_from of the next page (set
+	// when ResNextSet).
+	Res        []Res  `json:"res,omitempty"`
+	ResCount   uint64 `json:"-"`
+	ResNext    uint64 `json:"-"`
+	ResNextSet bool   `json:"-"`
 
 	// QPNext is set in a page that does not reach the last QP: the qp_from of the next
 	// page (a page ends before it).
@@ -173,6 +227,15 @@ func (s *Status) Pairs() []Pair {
 	}
 	for _, p := range s.Processes {
 		ps = append(ps, Pair{"proc", Sanitize(fmt.Sprintf("%d,%d,%d,%d,%s", p.PID, p.Slot, p.QPs, p.Since, p.Comm))})
+	}
+	if s.Res != nil || s.ResCount != 0 {
+		ps = append(ps, Pair{"res_count", strconv.FormatUint(s.ResCount, 10)})
+		if s.ResNextSet {
+			ps = append(ps, Pair{"res_next", strconv.FormatUint(s.ResNext, 10)})
+		}
+		for i := range s.Res {
+			ps = append(ps, s.Res[i].line())
+		}
 	}
 	ps = append(ps, Pair{"qp_count", strconv.FormatUint(s.QPCount, 10)})
 	if s.QPNextSet {
@@ -240,7 +303,7 @@ func DecodeStatus(ps []Pair) (Status, error) {
 			case "comm":
 				q.Comm = p.Value
 			case "device", "listen_iwarp", "listen_rocev2", "rocev2_cm_port", "target_addr", "target_rkey", "target_len",
-				"qp_count", "qp_next", "steering", "proc", "netdev", "port_state", "mtu", "gid":
+				"qp_count", "qp_next", "steering", "proc", "netdev", "port_state", "mtu", "gid", "res_count", "res_next", "cq", "mr", "pd":
 				return Status{}, ErrMalformed
 			default:
 				if daemonIndex(p.Key) >= 0 {
@@ -288,6 +351,22 @@ func DecodeStatus(ps []Pair) (Status, error) {
 			s.Processes = append(s.Processes, ProcStatus{PID: int(ns[0]), Slot: int(ns[1]), QPs: int(ns[2]), Since: ns[3], Comm: f[4]})
 		case "listen_rocev2":
 			s.ListenRoCEv2 = append(s.ListenRoCEv2, p.Value)
+		case "cq", "mr", "pd":
+			r, err := parseRes(p.Key, p.Value)
+			if err != nil {
+				return Status{}, err
+			}
+			s.Res = append(s.Res, r)
+		case "res_count", "res_next":
+			n, err := num(p.Value, 64)
+			if err != nil {
+				return Status{}, err
+			}
+			if p.Key == "res_count" {
+				s.ResCount = n
+			} else {
+				s.ResNext, s.ResNextSet = n, true
+			}
 		case "target_addr", "target_len":
 			n, err := num(p.Value, 64)
 			if err != nil {

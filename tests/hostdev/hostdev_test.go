@@ -297,6 +297,22 @@ func TestKillOneProcess(t *testing.T) {
 			t.Fatalf("res show qp -j before the kill: child %d (pid %d) has %+v", c.i, c.cmd.Process.Pid, qs)
 		}
 	}
+	// res show pd|cq|mr -j: each child's one PD (used by its QP and 3 MRs), its CQ and
+	// its 3 MRs, under its pid
+	pds, cqs, mrs := resByPID(t, r.sock, "pd"), resByPID(t, r.sock, "cq"), resByPID(t, r.sock, "mr")
+	for _, c := range cs {
+		pid := c.cmd.Process.Pid
+		if p := pds[pid]; len(p) != 1 || p[0]["users"] != 4.0 {
+			t.Fatalf("res show pd -j: child %d (pid %d) has %v", c.i, pid, p)
+		}
+		if q := cqs[pid]; len(q) != 1 || q[0]["cqe"] != 64.0 {
+			t.Fatalf("res show cq -j: child %d (pid %d) has %v", c.i, pid, q)
+		}
+		m := mrs[pid]
+		if len(m) != 3 || m[0]["mrlen"] != float64(xferLen) || m[0]["pdn"] != pds[pid][0]["pdn"] {
+			t.Fatalf("res show mr -j: child %d (pid %d) has %v", c.i, pid, m)
+		}
+	}
 	vpid := cs[victim].cmd.Process.Pid
 	if err := cs[victim].cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
@@ -317,6 +333,11 @@ func TestKillOneProcess(t *testing.T) {
 			attached = attached || p.PID == vpid
 		}
 		if len(after[vpid]) == 0 && !attached && st.Daemon.DREQsSent >= 1 {
+			for _, kind := range uapi.ResKinds {
+				if rs := resByPID(t, r.sock, kind)[vpid]; len(rs) != 0 {
+					t.Fatalf("res show %s -j after SIGKILL lists the victim's %v", kind, rs)
+				}
+			}
 			break
 		}
 		if time.Now().After(deadline) {
@@ -350,7 +371,7 @@ func TestKillOneProcess(t *testing.T) {
 func qpsByPID(t *testing.T, sock string) map[int][]uapi.QPStatus {
 	t.Helper()
 	var b bytes.Buffer
-	if err := res.Res(context.Background(), res.Options{Sock: sock}, []string{"show", "qp", "-j"}, &b); err != nil {
+	if err := res.Res(context.Background(), res.Options{Sock: sock, JSON: true}, []string{"show", "qp"}, &b); err != nil {
 		t.Fatal(err)
 	}
 	var qs []uapi.QPStatus
@@ -360,6 +381,25 @@ func qpsByPID(t *testing.T, sock string) map[int][]uapi.QPStatus {
 	out := map[int][]uapi.QPStatus{}
 	for _, q := range qs {
 		out[q.PID] = append(out[q.PID], q)
+	}
+	return out
+}
+
+// resByPID reads "softrnic res show KIND -j" and groups the objects by process.
+func resByPID(t *testing.T, sock, kind string) map[int][]map[string]any {
+	t.Helper()
+	var b bytes.Buffer
+	if err := res.Res(context.Background(), res.Options{Sock: sock, JSON: true}, []string{"show", kind}, &b); err != nil {
+		t.Fatal(err)
+	}
+	var rs []map[string]any
+	if err := json.Unmarshal(b.Bytes(), &rs); err != nil {
+		t.Fatalf("res show %s -j: %v\n%s", kind, err, b.String())
+	}
+	out := map[int][]map[string]any{}
+	for _, r := range rs {
+		pid, _ := r["pid"].(float64)
+		out[int(pid)] = append(out[int(pid)], r)
 	}
 	return out
 }

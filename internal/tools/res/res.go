@@ -1,4 +1,4 @@
-// Package res is "softrnic res show qp" and "softrnic dev": the resources of a softrnic
+// Package res is "softrnic res show qp|cq|mr|pd" and "softrnic dev": the resources of a softrnic
 // daemon's device across every process attached to it, in the manner of iproute2's
 // "rdma res show qp" and "rdma dev" (-j prints JSON). They read the daemon's control
 // socket (internal/uapi), paging through the QPs.
@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"text/tabwriter"
 	"time"
 
@@ -21,7 +22,7 @@ import (
 
 // Summaries "softrnic help" prints.
 const (
-	Summary    = "list a daemon device's QPs across its processes: res show qp [-j] [-sock path]"
+	Summary    = "list a daemon device's QPs, CQs, MRs or PDs across its processes: res show qp|cq|mr|pd [-j] [-sock path]"
 	DevSummary = "show a daemon's device: address, steering, attached processes [-j] [-sock path]"
 )
 
@@ -38,13 +39,24 @@ func parse(name string, args []string, errOut io.Writer) (Options, []string, err
 	dev := fs.String("d", tool.DefaultDevice, "device name (selects the default socket)")
 	fs.StringVar(&o.Sock, "sock", "", "control socket (default $SOFTRNIC_SOCK, else /run/softrnic/<name>.sock)")
 	fs.BoolVar(&o.JSON, "j", false, "print JSON")
-	if err := fs.Parse(args); err != nil {
-		return o, nil, err
+	// flags may come before, between and after the operands (rdma res show qp -j)
+	var ops []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return o, nil, err
+		}
+		args = fs.Args()
+		for len(args) > 0 && (args[0] == "" || args[0][0] != '-') {
+			ops, args = append(ops, args[0]), args[1:]
+		}
+		if len(args) == 0 {
+			break
+		}
 	}
 	if o.Sock == "" {
 		o.Sock = uapi.SocketPath(*dev)
 	}
-	return o, fs.Args(), nil
+	return o, ops, nil
 }
 
 func run(name string, args []string, f func(context.Context, Options, []string, io.Writer) error) int {
@@ -68,7 +80,7 @@ func run(name string, args []string, f func(context.Context, Options, []string, 
 	return 0
 }
 
-var errUsage = errors.New(`usage: softrnic res show qp [-j] [-d name] [-sock path]`)
+var errUsage = errors.New(`usage: softrnic res show qp|cq|mr|pd [-j] [-d name] [-sock path]`)
 
 // Main is "softrnic res".
 func Main(args []string) int { return run("res", args, Res) }
@@ -79,19 +91,10 @@ func DevMain(args []string) int { return run("dev", args, Dev) }
 // Res runs "res show qp" (the operands after the flags: "show", "qp"; "show" alone
 // means qp too). Flags may also follow the operands (rdma res show qp -j).
 func Res(ctx context.Context, o Options, ops []string, w io.Writer) error {
-	for len(ops) > 0 && len(ops[len(ops)-1]) > 0 && ops[len(ops)-1][0] == '-' {
-		switch ops[len(ops)-1] {
-		case "-j", "--json":
-			o.JSON = true
-		default:
-			return fmt.Errorf("unknown flag %q: %w", ops[len(ops)-1], errUsage)
-		}
-		ops = ops[:len(ops)-1]
-	}
 	switch {
 	case len(ops) == 0, len(ops) == 1 && ops[0] == "show", len(ops) == 2 && ops[0] == "show" && ops[1] == "qp":
-	case len(ops) == 2 && ops[0] == "show" && (ops[1] == "cq" || ops[1] == "mr" || ops[1] == "pd"):
-		return fmt.Errorf("res show %s: not reported by the daemon yet (QPs only)", ops[1])
+	case len(ops) == 2 && ops[0] == "show" && slices.Contains(uapi.ResKinds, ops[1]):
+		return showRes(ctx, o, ops[1], w)
 	default:
 		return errUsage
 	}
@@ -108,6 +111,56 @@ func Res(ctx context.Context, o Options, ops []string, w io.Writer) error {
 	for _, q := range s.QPs {
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\t%s\t%d\t%d\n", s.Device, q.QPN, q.PID, dash(q.Comm), q.State, dash(q.Transport),
 			dash(q.Peer), q.Counters.TxBytes, q.Counters.RxBytes)
+	}
+	return tw.Flush()
+}
+
+// showRes prints the device's CQs, MRs or PDs, in the columns (and JSON keys) of
+// iproute2's "rdma res show cq|mr|pd".
+func showRes(ctx context.Context, o Options, kind string, w io.Writer) error {
+	st, err := uapi.GetRes(ctx, o.Sock, kind)
+	if err != nil {
+		return err
+	}
+	rs := st.Res
+	w = tool.Output(w)
+	if o.JSON {
+		out := make([]map[string]any, len(rs))
+		for i, r := range rs {
+			m := map[string]any{"ifname": st.Device, "pid": r.PID, "comm": r.Comm}
+			switch kind {
+			case "cq":
+				m["cqn"], m["cqe"], m["queued"] = r.Num, r.Size, r.Used
+				if r.Flags != "" {
+					m["flags"] = r.Flags
+				}
+			case "mr":
+				m["mrn"], m["rkey"], m["lkey"], m["mrlen"], m["iova"], m["pdn"], m["access"] = r.Num>>8, r.Num, r.Num, r.Size, r.IOVA, r.PD, r.Flags
+			case "pd":
+				m["pdn"], m["users"] = r.Num, r.Used
+			}
+			out[i] = m
+		}
+		return json.NewEncoder(w).Encode(out)
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	switch kind {
+	case "cq":
+		fmt.Fprintln(tw, "DEV\tCQN\tCQE\tQUEUED\tPID\tCOMM\tFLAGS")
+		for _, r := range rs {
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\t%s\n", st.Device, r.Num, r.Size, r.Used, r.PID, dash(r.Comm), dash(r.Flags))
+		}
+	case "mr":
+		fmt.Fprintln(tw, "DEV\tMRN\tRKEY\tLKEY\tMRLEN\tIOVA\tPDN\tPID\tCOMM\tACCESS")
+		for _, r := range rs {
+			fmt.Fprintf(tw, "%s\t%d\t0x%x\t0x%x\t%d\t0x%x\t%d\t%d\t%s\t%s\n", st.Device, r.Num>>8, r.Num, r.Num, r.Size, r.IOVA, r.PD, r.PID,
+				dash(r.Comm), r.Flags)
+		}
+	case "pd":
+		fmt.Fprintln(tw, "DEV\tPDN\tUSERS\tPID\tCOMM")
+		for _, r := range rs {
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\n", st.Device, r.Num, r.Used, r.PID, dash(r.Comm))
+		}
 	}
 	return tw.Flush()
 }
@@ -129,11 +182,8 @@ type devInfo struct {
 
 // Dev runs "dev".
 func Dev(ctx context.Context, o Options, ops []string, w io.Writer) error {
-	if len(ops) > 1 || len(ops) == 1 && ops[0] != "show" && ops[0] != "-j" {
+	if len(ops) > 1 || len(ops) == 1 && ops[0] != "show" {
 		return errors.New("usage: softrnic dev [show] [-j] [-d name] [-sock path]")
-	}
-	if len(ops) == 1 && ops[0] == "-j" {
-		o.JSON = true
 	}
 	s, err := uapi.GetStatus(ctx, o.Sock)
 	if err != nil {
