@@ -39,6 +39,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/softrnic/softrnic/internal/attach"
@@ -69,7 +70,8 @@ type Options struct {
 }
 
 // ErrNoDaemon: no daemon serves the device (wraps the socket's error, e.g. ENOENT or
-// ECONNREFUSED).
+// ECONNREFUSED). A process the attach socket's permissions refuse gets an error
+// wrapping EACCES instead, and no in-process device (Options.Local).
 var ErrNoDaemon = errors.New("host: no softrnic daemon serves the device")
 
 // ErrDaemonGone is the error of a device whose daemon went away.
@@ -113,6 +115,11 @@ func Open(name string, o *Options) (*Device, error) {
 	}
 	path := attach.Path(sock)
 	c, err := net.DialUnix("unixpacket", nil, &net.UnixAddr{Name: path, Net: "unixpacket"})
+	if errors.Is(err, syscall.EACCES) || errors.Is(err, syscall.EPERM) {
+		// a daemon serves the device, for others: no in-process device instead
+		return nil, fmt.Errorf("host: attach to %s (%s): not permitted (a daemon started with -group lets that group's members attach): %w",
+			name, path, err)
+	}
 	if err != nil {
 		if o.Local == "" {
 			return nil, fmt.Errorf("%w %s (%s): %w", ErrNoDaemon, name, path, err)

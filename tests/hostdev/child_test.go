@@ -31,6 +31,9 @@ const (
 	envExt    = "SOFTRNIC_HOSTDEV_EXT"    // the other device's address ip:cmport@udpport
 	envRounds = "SOFTRNIC_HOSTDEV_ROUNDS" // rounds per connection
 	envPeers  = "SOFTRNIC_HOSTDEV_PEERS"  // "1": connect to the other children too
+	// envDaemon makes the test binary "softrnic daemon" with these arguments (separated
+	// by newlines) instead of a child: a daemon the test can kill.
+	envDaemon = "SOFTRNIC_HOSTDEV_DAEMON"
 )
 
 // Sizes of a round: a WRITE of xferLen bytes, then a SEND of sendLen bytes.

@@ -14,6 +14,7 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -23,6 +24,7 @@ import (
 	"time"
 
 	"github.com/softrnic/softrnic/host"
+	"github.com/softrnic/softrnic/internal/attach"
 	"github.com/softrnic/softrnic/internal/daemon"
 	"github.com/softrnic/softrnic/internal/tools/res"
 	"github.com/softrnic/softrnic/internal/uapi"
@@ -31,6 +33,9 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	if args := os.Getenv(envDaemon); args != "" {
+		os.Exit(daemon.Main(strings.Split(args, "\n")))
+	}
 	if os.Getenv(envChild) != "" {
 		if err := runChild(); err != nil {
 			fmt.Println("error:", err)
@@ -53,11 +58,11 @@ type rig struct {
 
 const extCMPort = 7300
 
-func newRig(t *testing.T, steering string) *rig {
+func newRig(t *testing.T, steering string, extra ...string) *rig {
 	t.Helper()
 	sock := filepath.Join(t.TempDir(), "hd0.sock")
-	o, err := daemon.ParseArgs([]string{"-foreground", "-name", "hd0", "-sock", sock, "-rocev2", "127.0.0.1:0", "-target-mib", "0",
-		"-steer", steering}, io.Discard)
+	o, err := daemon.ParseArgs(append([]string{"-foreground", "-name", "hd0", "-sock", sock, "-rocev2", "127.0.0.1:0", "-target-mib", "0",
+		"-steer", steering}, extra...), io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,6 +106,14 @@ type child struct {
 
 func (r *rig) start(t *testing.T, i, procs, rounds int, peers bool) *child {
 	t.Helper()
+	c := r.prepare(t, i, procs, rounds, peers)
+	c.run(t)
+	return c
+}
+
+// prepare makes child i's command without starting it (run starts it).
+func (r *rig) prepare(t *testing.T, i, procs, rounds int, peers bool) *child {
+	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	p := "0"
 	if peers {
@@ -109,7 +122,13 @@ func (r *rig) start(t *testing.T, i, procs, rounds int, peers bool) *child {
 	cmd.Env = append(os.Environ(), envChild+"="+strconv.Itoa(i), envProcs+"="+strconv.Itoa(procs),
 		envPort+"="+strconv.Itoa(int(r.dev.Port())), envExt+"="+r.extAddr, envRounds+"="+strconv.Itoa(rounds),
 		envPeers+"="+p, "SOFTRNIC_SOCK="+r.sock)
-	c := &child{i: i, cmd: cmd, lines: make(chan string, 64), done: make(chan error, 1)}
+	return &child{i: i, cmd: cmd, lines: make(chan string, 64), done: make(chan error, 1)}
+}
+
+// run starts the child and collects its output.
+func (c *child) run(t *testing.T) {
+	t.Helper()
+	cmd := c.cmd
 	var err error
 	if c.stdin, err = cmd.StdinPipe(); err != nil {
 		t.Fatal(err)
@@ -136,7 +155,6 @@ func (r *rig) start(t *testing.T, i, procs, rounds int, peers bool) *child {
 		c.done <- cmd.Wait()
 	}()
 	t.Cleanup(func() { cmd.Process.Kill() })
-	return c
 }
 
 func (c *child) output() string {
@@ -402,4 +420,136 @@ func resByPID(t *testing.T, sock, kind string) map[int][]map[string]any {
 		out[int(pid)] = append(out[int(pid)], r)
 	}
 	return out
+}
+
+// TestDaemonRestart: the daemon (a process of its own) is killed with SIGKILL while a
+// process is attached and another has finished; that process's device fails (its run ends
+// with an error, no hang); a daemon started again on the same socket and address (over
+// the dead one's socket files) takes new processes, whose traffic is verified.
+func TestDaemonRestart(t *testing.T) {
+	const rounds = 20
+	sock := filepath.Join(t.TempDir(), "hd0.sock")
+	l, err := rocev2.ListenUDP(netip.MustParseAddrPort("127.0.0.1:0"), nil) // a free port below 0xC000
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.LocalAddr()
+	l.Close()
+	startDaemon := func() *exec.Cmd {
+		t.Helper()
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(), envDaemon+"="+strings.Join([]string{"-foreground", "-name", "hd0", "-sock", sock,
+			"-rocev2", addr.String(), "-target-mib", "0"}, "\n"))
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			st, err := uapi.GetStatus(context.Background(), sock)
+			if err == nil && len(st.ListenRoCEv2) == 1 && st.ListenRoCEv2[0] == addr.String() {
+				return cmd
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("daemon not serving %s at %v: %v (%+v)", sock, addr, err, st)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	r := &rig{sock: sock, dev: addr}
+	r.ext, err = host.Open("ext", &host.Options{Socket: filepath.Join(t.TempDir(), "none.sock"), Local: "127.0.0.2:0",
+		RoCE: &rocev2.Config{PeerPort: addr.Port()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.ext.Close()
+	if r.extLn, err = r.ext.Transport().Listen(fmt.Sprintf(":%d", extCMPort)); err != nil {
+		t.Fatal(err)
+	}
+	r.extAddr = childAddr(r.ext.Addr(), extCMPort)
+	results := r.extReceivers(t, 2, rounds, nil)
+	run := func(c *child) {
+		t.Helper()
+		c.waitLine(t, "listening")
+		fmt.Fprintln(c.stdin, "go")
+		if err := c.wait(t); err != nil || !strings.Contains(c.output(), "ok ext") {
+			t.Fatalf("child %d: %v\n%s", c.i, err, c.output())
+		}
+		if res := <-results; res.err != nil || res.seed != 100+c.i {
+			t.Fatalf("other device, child %d's connection: seed %d: %v", c.i, res.seed, res.err)
+		}
+	}
+
+	d1 := startDaemon()
+	run(r.start(t, 0, 1, rounds, false))
+	attached := r.start(t, 1, 1, rounds, false)
+	attached.waitLine(t, "listening")
+	if err := d1.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintln(attached.stdin, "go")
+	if err := attached.wait(t); err == nil || !strings.Contains(attached.output(), "daemon") {
+		t.Fatalf("a process attached to a killed daemon: %v\n%s", err, attached.output())
+	}
+	t.Logf("attached when the daemon was killed: %s", strings.TrimSpace(attached.output()))
+
+	startDaemon()
+	run(r.start(t, 2, 1, rounds, false))
+}
+
+// TestGroupPermission: with -group, an unprivileged process whose group it is attaches
+// and runs verified traffic; one outside the group is refused (EACCES) and the daemon is
+// not affected. Needs root (to run the children as nobody).
+func TestGroupPermission(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("SKIP (needs root): running children as an unprivileged user")
+	}
+	g, err := user.LookupGroupId("65534")
+	if err != nil {
+		t.Skipf("SKIP: no group 65534 on this machine: %v", err)
+	}
+	const rounds = 10
+	r := newRig(t, "auto", "-group", g.Name)
+	// the children run as uid 65534: they need to reach the socket's directory and a
+	// copy of the test binary they may execute
+	for d := filepath.Dir(r.sock); d != os.TempDir() && d != "/"; d = filepath.Dir(d) {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bin := filepath.Join(filepath.Dir(r.sock), "hostdev.test")
+	src, err := os.ReadFile(os.Args[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, src, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(attach.Path(r.sock)); err != nil || fi.Mode().Perm() != 0o660 {
+		t.Fatalf("attach socket: %v %v, want mode 0660", fi.Mode(), err)
+	}
+	results := r.extReceivers(t, 1, rounds, nil)
+	as := func(c *child, gid uint32) *child {
+		c.cmd.Path = bin
+		c.cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: gid, Groups: []uint32{}}}
+		return c
+	}
+	member := as(r.prepare(t, 0, 1, rounds, false), 65534)
+	outsider := as(r.prepare(t, 1, 1, rounds, false), 65533)
+	outsider.run(t)
+	if err := outsider.wait(t); err == nil || !strings.Contains(outsider.output(), "not permitted") || !strings.Contains(outsider.output(), "permission denied") {
+		t.Fatalf("a process outside group %s: %v\n%s", g.Name, err, outsider.output())
+	}
+	t.Logf("outside the group: %s", strings.TrimSpace(outsider.output()))
+	member.run(t)
+	member.waitLine(t, "listening")
+	fmt.Fprintln(member.stdin, "go")
+	if err := member.wait(t); err != nil || !strings.Contains(member.output(), "ok ext") {
+		t.Fatalf("a process of group %s: %v\n%s", g.Name, err, member.output())
+	}
+	if res := <-results; res.err != nil {
+		t.Fatalf("other device: %v", res.err)
+	}
 }
