@@ -19,6 +19,7 @@ import (
 	"github.com/softrnic/softrnic/internal/tools/res"
 	"github.com/softrnic/softrnic/internal/tools/rping"
 	"github.com/softrnic/softrnic/internal/tools/stat"
+	"github.com/softrnic/softrnic/internal/tools/target"
 	"github.com/softrnic/softrnic/internal/tools/udaddy"
 )
 
@@ -44,6 +45,7 @@ var commands = []command{
 	{"res", res.Summary, res.Main},
 	{"rping", rping.Summary, rping.Main},
 	{"stat", stat.Summary, stat.Main},
+	{"target", target.Summary, target.Main},
 	{"udaddy", udaddy.Summary, udaddy.Main},
 }
 

@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -27,7 +28,9 @@ import (
 	"github.com/softrnic/softrnic/internal/attach"
 	"github.com/softrnic/softrnic/internal/daemon"
 	"github.com/softrnic/softrnic/internal/tools/res"
+	"github.com/softrnic/softrnic/internal/tools/target"
 	"github.com/softrnic/softrnic/internal/uapi"
+	"github.com/softrnic/softrnic/rnic"
 	"github.com/softrnic/softrnic/rnic/cm"
 	"github.com/softrnic/softrnic/rnic/rocev2"
 )
@@ -551,5 +554,80 @@ func TestGroupPermission(t *testing.T) {
 	}
 	if res := <-results; res.err != nil {
 		t.Fatalf("other device: %v", res.err)
+	}
+}
+
+// TestTargetOnDevice: "softrnic target -d hd0 --roce" attaches to the daemon's device (a
+// process of the device: here the test's own), a peer on another device connects to it
+// at the device's address, WRITEs and READs back through the advertised region; the
+// daemon lists the target's QP and its region under the target's pid.
+func TestTargetOnDevice(t *testing.T) {
+	r := newRig(t, "auto")
+	t.Setenv("SOFTRNIC_SOCK", r.sock)
+	up := make(chan rnic.RemoteBuffer, 1)
+	var cmAddr string
+	o := target.DefaultOptions()
+	o.Device, o.RoCE, o.MiB, o.Port = "hd0", true, 1, 7400
+	o.Listening = func(a net.Addr, adv rnic.RemoteBuffer) { cmAddr = a.String(); up <- adv }
+	ctx, cancel := context.WithCancel(context.Background())
+	var out bytes.Buffer
+	done := make(chan error, 1)
+	go func() { done <- target.Run(ctx, o, &out) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("target: %v", err)
+		}
+		t.Log(out.String())
+	}()
+	var adv rnic.RemoteBuffer
+	select {
+	case adv = <-up:
+	case err := <-done:
+		t.Fatalf("target ended: %v\n%s", err, out.String())
+	case <-time.After(10 * time.Second):
+		t.Fatal("target not listening")
+	}
+	if want := childAddr(r.dev, 7400); cmAddr != want {
+		t.Fatalf("target listens on %s, want the device's address %s", cmAddr, want)
+	}
+	// the peer: the other device, on 127.0.0.2
+	dctx, dcancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer dcancel()
+	e, err := newEndpoint(r.ext.RNIC())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := r.ext.Transport().Dial(dctx, e.qp, cmAddr, cm.Param{ORD: 1})
+	if err != nil {
+		t.Fatalf("dial the target at %s: %v", cmAddr, err)
+	}
+	defer c.Close()
+	if got, err := rnic.ParseRemoteBuffer(c.PrivateData()); err != nil || got != adv || adv.Len != 1<<20 {
+		t.Fatalf("advertisement %+v (%v), printed %+v", got, err, adv)
+	}
+	pattern(e.buf[:xferLen/2], 7, 1)
+	for i, op := range []rnic.Opcode{rnic.OpWrite, rnic.OpRead} {
+		sge := e.mr.SGE(0, xferLen/2)
+		if op == rnic.OpRead {
+			sge = e.mr.SGE(xferLen/2, xferLen/2)
+		}
+		if err := e.qp.PostSend(&rnic.SendWR{WRID: uint64(i), Opcode: op, Flags: rnic.Signaled, SGL: []rnic.SGE{sge},
+			RemoteAddr: adv.Addr + 4096, RKey: adv.RKey}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.wait(dctx); err != nil {
+			t.Fatalf("%v: %v", op, err)
+		}
+	}
+	if !bytes.Equal(e.buf[:xferLen/2], e.buf[xferLen/2:]) {
+		t.Fatal("READ back differs from the WRITE")
+	}
+	me := os.Getpid()
+	if qs := qpsByPID(t, r.sock)[me]; len(qs) != 1 || qs[0].State != "RTS" || !strings.Contains(qs[0].Peer, "127.0.0.2") {
+		t.Fatalf("res show qp: the target's QPs %+v", qs)
+	}
+	if ms := resByPID(t, r.sock, "mr")[me]; len(ms) != 1 || ms[0]["mrlen"] != float64(1<<20) {
+		t.Fatalf("res show mr: the target's regions %v", ms)
 	}
 }

@@ -1,0 +1,313 @@
+// Package target is "softrnic target": a memory target as a process of its own — one
+// registered region that peers RDMA READ and WRITE, on a device it opens with -d NAME
+// (attached to the softrnic daemon serving it: its QPs numbered, steered and listed by the
+// daemon, its RoCEv2 listener claimed there) or in-process without a daemon.
+//
+// It listens on -s (RoCEv2: the link's address; with -d, the device's) port -p (default
+// 7471) and accepts every connection request with the region's 16-byte advertisement
+// (rnic.RemoteBuffer, rping's struct rping_rdma_info) as the accept's private data, as the
+// daemon's built-in target (-target-mib) does. It posts no receives: a peer that Sends
+// gets a Terminate (iWARP) or RNR NAKs (RoCEv2). A connection's QP is destroyed when the
+// connection ends. At most --max-conns connections at once; more are rejected and
+// counted. It prints one line when it listens ("target: listening on ADDR addr 0x…
+// rkey 0x… len N") and, at the end (SIGINT, SIGTERM, --timeout), how many connections it
+// served and refused.
+package target
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/signal"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/softrnic/softrnic/internal/hostlink"
+	"github.com/softrnic/softrnic/internal/tools/tool"
+	"github.com/softrnic/softrnic/rnic"
+	"github.com/softrnic/softrnic/rnic/cm"
+)
+
+// Summary is the one-line description "softrnic help" prints.
+const Summary = "a memory target peers RDMA READ and WRITE, on a daemon's device or in-process: target [-d dev] [-s addr] [-p port] [--mib n] [--roce]"
+
+// Defaults and bounds.
+const (
+	DefaultPort     = 7471
+	DefaultMiB      = 16
+	MaxMiB          = 4095 // the advertisement's length is 32 bits
+	DefaultMaxConns = 1024
+	maxIRD          = 16 // Read depth offered to a peer (its ORD, at most this)
+)
+
+// Options are the target's settings.
+type Options struct {
+	Device   string        // -d: a daemon's device to attach to ("" in-process)
+	Addr     string        // -s: listen address (RoCEv2 in-process: required, the link's)
+	Port     int           // -p (0: any free port)
+	RoCE     bool          // --roce: RoCEv2 instead of iWARP
+	MiB      int           // --mib: region size
+	MaxConns int           // --max-conns: connections at once
+	CRC      bool          // --crc: iWARP: request MPA CRC32c
+	Timeout  time.Duration // --timeout: serve this long (0: until interrupted)
+
+	// Listening, if set, is called once the target listens, with its address and
+	// advertisement.
+	Listening func(net.Addr, rnic.RemoteBuffer)
+
+	Link hostlink.Options // --xdp, --xdp-mode, --pcap (internal/hostlink)
+}
+
+// LinkOptions implements hostlink.Carrier.
+func (o Options) LinkOptions() hostlink.Options { return o.Link }
+
+// DefaultOptions are the target's defaults.
+func DefaultOptions() Options {
+	return Options{Port: DefaultPort, MiB: DefaultMiB, MaxConns: DefaultMaxConns}
+}
+
+var opts = append([]tool.Opt{{Short: 'd', Arg: true}, {Long: "dev", Arg: true}, {Short: 's', Arg: true}, {Short: 'p', Arg: true},
+	{Long: "roce"}, {Long: "mib", Arg: true}, {Long: "max-conns", Arg: true}, {Long: "crc"}, {Long: "timeout", Arg: true}},
+	tool.LinkOpts...)
+
+// Usage prints the command line's usage text.
+func Usage(w io.Writer) {
+	fmt.Fprint(w, "usage: softrnic target\n\t[-d device]\t\tattach to the softrnic daemon serving the device (default: in-process)\n"+
+		"\t[-s address]\t\tlisten address (RoCEv2 in-process: the link's IP)\n\t[-p port]\t\tport (default 7471)\n"+
+		"\t[--roce]\t\tRoCEv2 (IB CM over UDP) instead of iWARP\n\t[--mib n]\t\tregion size in MiB (default 16)\n"+
+		"\t[--max-conns n]\t\tconnections at once (default 1024; more are rejected)\n\t[--crc]\t\t\tiWARP: request MPA CRC32c\n"+
+		"\t[--timeout d]\t\tserve for d (default: until interrupted)\n"+hostlink.FlagUsage)
+}
+
+// ParseArgs parses the command line.
+func ParseArgs(args []string) (Options, error) {
+	o := DefaultOptions()
+	found, operands, err := tool.Getopt(args, opts)
+	if err != nil {
+		return o, err
+	}
+	if len(operands) > 0 {
+		return o, fmt.Errorf("unexpected argument %q", operands[0])
+	}
+	num := func(a tool.Arg, lo, hi int) (int, error) {
+		n, err := strconv.Atoi(a.Value)
+		if err != nil || n < lo || n > hi {
+			return 0, fmt.Errorf("invalid %s %q (%d..%d)", a.Name(), a.Value, lo, hi)
+		}
+		return n, nil
+	}
+	for _, a := range found {
+		if ok, err := tool.SetLink(&o.Link, a); ok { // --xdp, --pcap
+			if err != nil {
+				return o, err
+			}
+			continue
+		}
+		switch {
+		case a.Short == 'd' || a.Long == "dev":
+			o.Device = a.Value
+		case a.Short == 's':
+			o.Addr = a.Value
+		case a.Short == 'p':
+			o.Port, err = num(a, 0, 65535)
+		case a.Long == "roce":
+			o.RoCE = true
+		case a.Long == "crc":
+			o.CRC = true
+		case a.Long == "mib":
+			o.MiB, err = num(a, 1, MaxMiB)
+		case a.Long == "max-conns":
+			o.MaxConns, err = num(a, 1, 1<<20)
+		case a.Long == "timeout":
+			o.Timeout, err = tool.ParseDuration(a.Long, a.Value)
+		}
+		if err != nil {
+			return o, err
+		}
+	}
+	return o, nil
+}
+
+// Main is the "softrnic target" command.
+func Main(args []string) int {
+	o, err := ParseArgs(args)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "target: %v\n", err)
+		Usage(os.Stderr)
+		return 2
+	}
+	return hostlink.Main("target", o.Link, os.Stderr, func() int { // --xdp, --pcap
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		if err := Run(ctx, o, os.Stdout); err != nil {
+			fmt.Fprintf(os.Stderr, "target: %v\n", err)
+			return 1
+		}
+		return 0
+	})
+}
+
+// Stats are what a run did.
+type Stats struct {
+	Served, Refused, Failed uint64
+}
+
+// Run serves until ctx ends (or --timeout), printing its lines to stdout.
+func Run(ctx context.Context, o Options, stdout io.Writer) error {
+	out := tool.Output(stdout)
+	if o.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, o.Timeout)
+		defer cancel()
+	}
+	if o.MiB <= 0 {
+		o.MiB = DefaultMiB
+	}
+	if o.MaxConns <= 0 {
+		o.MaxConns = DefaultMaxConns
+	}
+	network := tool.NetworkOf(o.RoCE)
+	var copts *cm.Options
+	if !o.RoCE {
+		copts = &cm.Options{IWARP: tool.IWARPConfig(o.CRC)}
+	}
+	dev, t, err := tool.Open(o.Device, network, o.Addr, copts)
+	if dev != nil {
+		defer dev.Close()
+	}
+	if err != nil {
+		return err
+	}
+	defer t.Close()
+	s, err := newServer(dev, o)
+	if err != nil {
+		return err
+	}
+	host := o.Addr
+	if host == "" && !o.RoCE {
+		host = "0.0.0.0"
+	}
+	if o.RoCE {
+		host = "" // the transport's address
+	}
+	ln, err := t.Listen(net.JoinHostPort(host, strconv.Itoa(o.Port)))
+	if err != nil {
+		return err
+	}
+	adv := s.mr.RemoteBuffer(0, s.mr.Len())
+	fmt.Fprintf(out, "target: listening on %s (%s) addr %#x rkey %#x len %d\n", ln.Addr(), network, adv.Addr, adv.RKey, adv.Len)
+	if o.Listening != nil {
+		o.Listening(ln.Addr(), adv)
+	}
+	go func() { <-ctx.Done(); ln.Close() }()
+	for {
+		req, err := ln.Accept(ctx)
+		if err != nil {
+			break // ctx ended: the listener is closed
+		}
+		s.accept(req)
+	}
+	s.stop()
+	st := s.stats()
+	fmt.Fprintf(out, "target: %d connections served, %d refused, %d failed\n", st.Served, st.Refused, st.Failed)
+	return nil
+}
+
+// server is the region and the connections to it.
+type server struct {
+	dev *rnic.Device
+	o   Options
+	pd  *rnic.PD
+	cq  *rnic.CQ
+	mr  *rnic.MR
+	adv []byte
+
+	mu    sync.Mutex
+	conns map[*cm.Conn]struct{}
+	wg    sync.WaitGroup
+
+	served, refused, failed atomic.Uint64
+}
+
+func newServer(dev *rnic.Device, o Options) (*server, error) {
+	s := &server{dev: dev, o: o, conns: make(map[*cm.Conn]struct{})}
+	var err error
+	if s.pd, err = dev.AllocPD(); err != nil {
+		return nil, err
+	}
+	// the target posts no work: its QPs' CQ stays empty
+	if s.cq, err = dev.CreateCQ(64); err != nil {
+		return nil, err
+	}
+	if s.mr, err = s.pd.RegMR(make([]byte, o.MiB<<20), rnic.AccessLocalWrite|rnic.AccessRemoteWrite|rnic.AccessRemoteRead); err != nil {
+		return nil, err
+	}
+	s.adv = s.mr.RemoteBuffer(0, s.mr.Len()).Append(nil)
+	return s, nil
+}
+
+// accept takes one request: a QP with the region's advertisement, or a reject past
+// MaxConns.
+func (s *server) accept(req *cm.ConnRequest) {
+	s.mu.Lock()
+	full := len(s.conns) >= s.o.MaxConns
+	s.mu.Unlock()
+	if full {
+		s.refused.Add(1)
+		_ = req.Reject(nil)
+		return
+	}
+	qp, err := s.dev.CreateQP(s.pd, rnic.QPAttr{SendCQ: s.cq, RecvCQ: s.cq})
+	if err != nil {
+		s.failed.Add(1)
+		_ = req.Reject(nil)
+		return
+	}
+	c, err := req.Accept(qp, cm.Param{PrivateData: s.adv, IRD: min(max(req.ORD(), 1), maxIRD), ORD: 1})
+	if err != nil {
+		s.failed.Add(1)
+		_ = qp.Destroy()
+		return
+	}
+	s.served.Add(1)
+	s.mu.Lock()
+	s.conns[c] = struct{}{}
+	s.mu.Unlock()
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		<-c.Done()
+		s.mu.Lock()
+		delete(s.conns, c)
+		s.mu.Unlock()
+		_ = qp.Destroy()
+	}()
+}
+
+// stop disconnects every connection (gracefully, bounded) and waits for their QPs.
+func (s *server) stop() {
+	s.mu.Lock()
+	cs := make([]*cm.Conn, 0, len(s.conns))
+	for c := range s.conns {
+		cs = append(cs, c)
+	}
+	s.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	for _, c := range cs {
+		wg.Add(1)
+		go func() { defer wg.Done(); _ = c.Disconnect(ctx) }()
+	}
+	wg.Wait()
+	s.wg.Wait()
+}
+
+func (s *server) stats() Stats {
+	return Stats{Served: s.served.Load(), Refused: s.refused.Load(), Failed: s.failed.Load()}
+}
