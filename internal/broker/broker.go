@@ -61,8 +61,12 @@ type Config struct {
 	MaxQPsPerProc int
 	// QueryTimeout bounds how long ListQPs waits for a process (default 2 s).
 	QueryTimeout time.Duration
-	MTU          int          // the netdev's MTU told to processes (0: unknown)
-	Logger       *slog.Logger // nil: slog.Default()
+	MTU          int // the netdev's MTU told to processes (0: unknown)
+	// Link, when set, is the device's RoCEv2 link on an AF_XDP port (the daemon's
+	// -xdp): the broker relays each process's packets from it (steer.Config.Link)
+	// and owns it from New on.
+	Link   rocev2.Link
+	Logger *slog.Logger // nil: slog.Default()
 }
 
 // Counters are the broker's counters (each bound and refusal has one).
@@ -129,6 +133,9 @@ func New(cfg Config) (*Broker, error) {
 	}
 	s, err := newSteerer(cfg)
 	if err != nil {
+		if cfg.Link != nil {
+			cfg.Link.Close()
+		}
 		return nil, fmt.Errorf("device %s: RoCEv2 address %v: %w", cfg.Name, cfg.Addr, err)
 	}
 	b := &Broker{cfg: cfg, log: cfg.Logger, s: s, raw: s.Link(), procs: make(map[steer.Slot]*proc),
@@ -151,8 +158,8 @@ func New(cfg Config) (*Broker, error) {
 // 0xC000, as rocev2.ListenUDP picks one: a source port in 0xC000-0xFFFF is flow entropy
 // to RoCEv2 peers (IBTA A17.3), who would answer it on 4791.
 func newSteerer(cfg Config) (*steer.Steerer, error) {
-	sc := steer.Config{Addr: cfg.Addr, Mode: cfg.Mode, MaxProcs: cfg.MaxProcs}
-	if cfg.Addr.Port() != 0 {
+	sc := steer.Config{Addr: cfg.Addr, Mode: cfg.Mode, MaxProcs: cfg.MaxProcs, Link: cfg.Link}
+	if cfg.Addr.Port() != 0 || cfg.Link != nil {
 		return steer.New(sc)
 	}
 	var err error

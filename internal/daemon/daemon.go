@@ -117,22 +117,27 @@ func Start(o Options) (_ *Daemon, err error) {
 			return nil, err
 		}
 		cfg.LocalAddr = roAddr.Addr().String()
-		if o.Link.XDP == "" { // the RoCEv2 address is a device processes attach to
-			if d.br, err = broker.New(broker.Config{Name: o.Name, Addr: roAddr, Socket: attach.Path(o.Sock), Group: o.Group,
-				Mode: o.Steer, MaxProcs: o.MaxProcs, Logger: d.log}); err != nil {
+		// the RoCEv2 address is a device processes attach to
+		bc := broker.Config{Name: o.Name, Addr: roAddr, Socket: attach.Path(o.Sock), Group: o.Group,
+			Mode: o.Steer, MaxProcs: o.MaxProcs, Logger: d.log}
+		if o.Link.XDP != "" { // the device's packets arrive on the AF_XDP port: relayed to the processes
+			if bc.Link, err = hostlink.Process().RoCELink(roAddr, nil); err != nil {
+				return nil, fmt.Errorf("RoCEv2 link %v: %w", roAddr, err)
+			}
+		}
+		if d.br, err = broker.New(bc); err != nil {
+			return nil, err
+		}
+		cfg.QPNumbers = d.br.QPNumbers()
+		if d.prt, err = trackPort(roAddr.Addr(), o.Netdev, d.log); err != nil {
+			if o.Netdev != "" || !errors.Is(err, errNoNetdev) {
 				return nil, err
 			}
-			cfg.QPNumbers = d.br.QPNumbers()
-			if d.prt, err = trackPort(roAddr.Addr(), o.Netdev, d.log); err != nil {
-				if o.Netdev != "" || !errors.Is(err, errNoNetdev) {
-					return nil, err
-				}
-				d.log.Warn("device: no netdev carries its address; port state and GIDs not tracked", "addr", roAddr.Addr())
-				err = nil
-			}
-			d.log.Info("device", "name", o.Name, "rocev2", d.br.Addr().String(), "steering", d.br.Mode().String(),
-				"attach", attach.Path(o.Sock))
+			d.log.Warn("device: no netdev carries its address; port state and GIDs not tracked", "addr", roAddr.Addr())
+			err = nil
 		}
+		d.log.Info("device", "name", o.Name, "rocev2", d.br.Addr().String(), "steering", d.br.Mode().String(),
+			"attach", attach.Path(o.Sock))
 	}
 	if d.dev, err = rnic.Open(cfg); err != nil {
 		return nil, err
@@ -159,12 +164,7 @@ func Start(o Options) (_ *Daemon, err error) {
 		}
 	}
 	if o.RoCEv2 != "" {
-		var link rocev2.Link
-		if d.br != nil {
-			link = d.br.Link()
-		} else if link, err = hostlink.Process().RoCELink(roAddr, nil); err != nil { // -xdp, -pcap
-			return nil, fmt.Errorf("RoCEv2 link %v: %w", roAddr, err)
-		}
+		link := d.br.Link()
 		rc := rocev2.DefaultConfig()
 		rc.StrictICRC = o.StrictICRC
 		if o.PeerPort >= 0 {

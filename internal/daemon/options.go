@@ -49,7 +49,8 @@ type Options struct {
 	LogJSON      bool          // -log-json: log JSON records instead of text (log/slog)
 	StrictICRC   bool          // -strict-icrc: RoCEv2: drop IPv4 packets whose ICRC fails with IP ID 0 (rocev2.Config.StrictICRC)
 
-	// The device processes attach to (internal/broker; with -rocev2, without -xdp).
+	// The device processes attach to (internal/broker; with -rocev2; with -xdp its packets
+	// arrive on the AF_XDP port and are relayed to the processes).
 	Group    string     // -group: the attach socket's group (mode 0660); "": the daemon's user only
 	Steer    steer.Mode // -steer: auto, bpf or relay
 	MaxProcs int        // -max-procs: attached processes at once (broker default 63)

@@ -17,6 +17,7 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -27,6 +28,7 @@ import (
 	"github.com/softrnic/softrnic/host"
 	"github.com/softrnic/softrnic/internal/attach"
 	"github.com/softrnic/softrnic/internal/daemon"
+	"github.com/softrnic/softrnic/internal/netnstest"
 	"github.com/softrnic/softrnic/internal/tools/res"
 	"github.com/softrnic/softrnic/internal/tools/target"
 	"github.com/softrnic/softrnic/internal/uapi"
@@ -438,29 +440,7 @@ func TestDaemonRestart(t *testing.T) {
 	}
 	addr := l.LocalAddr()
 	l.Close()
-	startDaemon := func() *exec.Cmd {
-		t.Helper()
-		cmd := exec.Command(os.Args[0], "-test.run=^$")
-		cmd.Env = append(os.Environ(), envDaemon+"="+strings.Join([]string{"-foreground", "-name", "hd0", "-sock", sock,
-			"-rocev2", addr.String(), "-target-mib", "0"}, "\n"))
-		var out bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &out
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-		deadline := time.Now().Add(20 * time.Second)
-		for {
-			st, err := uapi.GetStatus(context.Background(), sock)
-			if err == nil && len(st.ListenRoCEv2) == 1 && st.ListenRoCEv2[0] == addr.String() {
-				return cmd
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("daemon not serving %s at %v: %v (%+v)", sock, addr, err, st)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-	}
+	startDaemon := func() *exec.Cmd { return startDaemonProcess(t, nil, sock, addr) }
 	r := &rig{sock: sock, dev: addr}
 	r.ext, err = host.Open("ext", &host.Options{Socket: filepath.Join(t.TempDir(), "none.sock"), Local: "127.0.0.2:0",
 		RoCE: &rocev2.Config{PeerPort: addr.Port()}})
@@ -630,4 +610,121 @@ func TestTargetOnDevice(t *testing.T) {
 	if ms := resByPID(t, r.sock, "mr")[me]; len(ms) != 1 || ms[0]["mrlen"] != float64(1<<20) {
 		t.Fatalf("res show mr: the target's regions %v", ms)
 	}
+}
+
+// startDaemonProcess runs "softrnic daemon" (this test binary) as a process of its own,
+// device hd0 at addr with control socket sock, its command prefixed by wrap (nsenter)
+// and followed by extra flags, and waits until it serves the device.
+func startDaemonProcess(t *testing.T, wrap []string, sock string, addr netip.AddrPort, extra ...string) *exec.Cmd {
+	t.Helper()
+	args := append([]string{"-foreground", "-name", "hd0", "-sock", sock, "-rocev2", addr.String(), "-target-mib", "0"}, extra...)
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	if len(wrap) > 0 {
+		cmd = exec.Command(wrap[0], append(wrap[1:], os.Args[0], "-test.run=^$")...)
+	}
+	cmd.Env = append(os.Environ(), envDaemon+"="+strings.Join(args, "\n"))
+	out := &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+		if t.Failed() {
+			t.Logf("daemon's log:\n%s", out.String())
+		}
+	})
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		st, err := uapi.GetStatus(context.Background(), sock)
+		if err == nil && len(st.ListenRoCEv2) == 1 && st.ListenRoCEv2[0] == addr.String() {
+			return cmd
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("daemon not serving %s at %v: %v (%+v)\n%s", sock, addr, err, st, out.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// syncBuffer is a process's output, read while it runs.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+
+// TestXDPDevice: "softrnic daemon -xdp" is a shared device too. The daemon, with its
+// RoCEv2 address on an AF_XDP port of a veth, and two attached processes run in one
+// network namespace (nsenter); the other device is in the namespace across the veth. The
+// XDP program takes UDP 4791 from the kernel, so the daemon relays each process's packets
+// from the port (steering "relay"); both processes' connections to the other device are
+// verified byte for byte, and the daemon lists their QPs. Needs root, AF_XDP and nsenter.
+func TestXDPDevice(t *testing.T) {
+	netnstest.RequirePriv(t)
+	nsenter, err := exec.LookPath("nsenter")
+	if err != nil {
+		t.Skip("SKIP: nsenter (util-linux) is not installed:", err)
+	}
+	const rounds = 20
+	e := netnstest.New(t, 1500, 1)
+	wrap := []string{nsenter, fmt.Sprintf("--net=/proc/%d/fd/%d", os.Getpid(), int(e.NS[0]))}
+	sock := filepath.Join(t.TempDir(), "hd0.sock")
+	addr := netip.AddrPortFrom(e.Addr[0], 4791)
+	startDaemonProcess(t, wrap, sock, addr, "-xdp", e.Dev[0])
+	st, err := uapi.GetStatus(context.Background(), sock)
+	if err != nil || st.Steering != "relay" || st.Netdev != e.Dev[0] {
+		t.Fatalf("status: steering %q netdev %q (%v)", st.Steering, st.Netdev, err)
+	}
+	r := &rig{sock: sock, dev: addr}
+	netnstest.In(t, e.NS[1], func() { // the other device's socket lives across the veth
+		r.ext, err = host.Open("ext", &host.Options{Socket: filepath.Join(t.TempDir(), "none.sock"),
+			Local: netip.AddrPortFrom(e.Addr[1], 4791).String(), RoCE: &rocev2.Config{PeerPort: 4791}})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.ext.Close()
+	if r.extLn, err = r.ext.Transport().Listen(fmt.Sprintf(":%d", extCMPort)); err != nil {
+		t.Fatal(err)
+	}
+	r.extAddr = childAddr(r.ext.Addr(), extCMPort)
+	results := r.extReceivers(t, 2, rounds, nil)
+	cs := make([]*child, 2)
+	for i := range cs {
+		c := r.prepare(t, i, 2, rounds, false)
+		c.cmd.Path = nsenter
+		c.cmd.Args = append(slices.Clone(wrap), c.cmd.Args...)
+		c.run(t)
+		c.waitLine(t, "listening")
+		cs[i] = c
+	}
+	for _, c := range cs {
+		fmt.Fprintln(c.stdin, "go")
+	}
+	for _, c := range cs {
+		if err := c.wait(t); err != nil || !strings.Contains(c.output(), "ok ext") {
+			t.Fatalf("child %d: %v\n%s", c.i, err, c.output())
+		}
+	}
+	for range cs {
+		if res := <-results; res.err != nil {
+			t.Fatalf("other device, connection seed %d: %v", res.seed, res.err)
+		}
+	}
+	st, err = uapi.GetStatus(context.Background(), sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Daemon.Steered == 0 {
+		t.Fatalf("nothing relayed: %+v", st.Daemon)
+	}
+	t.Logf("relayed %d packets from the AF_XDP port, %d dropped", st.Daemon.Steered, st.Daemon.RelayDropped)
 }

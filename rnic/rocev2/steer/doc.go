@@ -87,6 +87,14 @@
 // batch: ~5 µs more per round trip on the development VM (BenchmarkRelayRTT,
 // BenchmarkRelayRecv beside a steered socket; README.md).
 //
+// # Relaying from an AF_XDP port
+//
+// A daemon whose address is on an AF_XDP port (Config.Link, the daemon's
+// -xdp) relays too: the port's XDP program takes the address's UDP port from
+// the kernel, so no socket could be steered to; the daemon's link receives
+// on the port and forwards as above, and processes send from kernel UDP
+// sockets on the address's IP (XDP sees received packets only).
+//
 // # Caveats
 //
 // UDP GRO is kept off on every socket of the group ([Join] and

@@ -124,13 +124,13 @@ func (o *relayOut) close() {
 // the group's address, forwards the processes' ones and returns the rest.
 type relayIn struct {
 	s       *Steerer
-	udp     *rocev2.UDPLink
+	udp     rocev2.Link // the Steerer's src
 	to      []Slot // destination of each datagram of the batch being routed
 	touched []*relayOut
 }
 
 func newRelayIn(s *Steerer) *relayIn {
-	return &relayIn{s: s, udp: s.udp, touched: make([]*relayOut, 0, s.cfg.MaxProcs)}
+	return &relayIn{s: s, udp: s.src, touched: make([]*relayOut, 0, s.cfg.MaxProcs)}
 }
 
 func (r *relayIn) Send(bufs [][]byte, dst netip.AddrPort) error { return r.udp.Send(bufs, dst) }

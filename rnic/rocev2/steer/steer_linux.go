@@ -72,6 +72,14 @@ type Config struct {
 	// socket send buffer of the daemon's end, default 4 MiB; without
 	// CAP_NET_ADMIN the kernel caps it at net.core.wmem_max).
 	RelayBuffer int
+	// Link, when set, is where the address's packets arrive instead of a UDP
+	// socket the Steerer binds: an AF_XDP link (rnic/rocev2/xdp) whose XDP
+	// program takes the address's UDP port from the kernel. The Steerer then
+	// relays (ModeRelay; Mode must be ModeAuto or ModeRelay), receiving and
+	// sending the daemon's packets on Link and closing it in Close.
+	// Processes still send from a kernel UDP socket on the address's IP (an
+	// XDP program sees only received packets).
+	Link rocev2.Link
 }
 
 // Stats are the steering counters, summed over CPUs.
@@ -103,7 +111,8 @@ type Steerer struct {
 	mode     Mode
 	fallback error
 	link     rocev2.Link
-	udp      *rocev2.UDPLink // the daemon's socket
+	udp      *rocev2.UDPLink // the daemon's socket (nil with Config.Link)
+	src      rocev2.Link     // what the daemon receives on: udp or Config.Link
 
 	// ModeBPF
 	qpnMap, sockMap, cntMap *ebpf.Map
@@ -145,6 +154,16 @@ func New(cfg Config) (*Steerer, error) {
 		cfg.RelayBuffer = 4 << 20
 	}
 	s := &Steerer{cfg: cfg, qpns: make(map[uint32]Slot), slots: make([]*member, cfg.MaxProcs+1)}
+	if cfg.Link != nil {
+		if cfg.Mode != ModeAuto && cfg.Mode != ModeRelay {
+			return nil, fmt.Errorf("steer: a Config.Link is relayed from: mode %v", cfg.Mode)
+		}
+		s.src = cfg.Link
+		s.addr = cfg.Link.LocalAddr()
+		s.link = newRelayIn(s)
+		s.mode = ModeRelay
+		return s, nil
+	}
 	switch cfg.Mode {
 	case ModeAuto, ModeBPF:
 		err := s.loadBPF()
@@ -236,7 +255,7 @@ func (s *Steerer) startBPF() error {
 		return err
 	}
 	s.addr = s.udp.LocalAddr()
-	s.link = s.udp
+	s.link, s.src = s.udp, s.udp
 	s.mode = ModeBPF
 	return nil
 }
@@ -272,6 +291,7 @@ func (s *Steerer) startRelay() error {
 		return err
 	}
 	s.addr = s.udp.LocalAddr()
+	s.src = s.udp
 	s.link = newRelayIn(s)
 	s.mode = ModeRelay
 	return nil
@@ -371,7 +391,7 @@ func (s *Steerer) Add() (Slot, []*os.File, error) {
 		}
 		files = []*os.File{f}
 	} else {
-		out, pf, err := newRelayOut(s.cfg.RelayBuffer, s.udp.BatchSize())
+		out, pf, err := newRelayOut(s.cfg.RelayBuffer, s.src.BatchSize())
 		if err != nil {
 			return 0, nil, err
 		}
@@ -576,8 +596,8 @@ func (s *Steerer) Close() error {
 		}
 		s.slots[i] = nil
 	}
-	err := s.udp.Close()
-	if errors.Is(err, net.ErrClosed) { // the daemon's engine closed its link first
+	err := s.src.Close()
+	if errors.Is(err, net.ErrClosed) || errors.Is(err, rocev2.ErrLinkClosed) { // the daemon's engine closed its link first
 		err = nil
 	}
 	s.closeBPFObjects()
