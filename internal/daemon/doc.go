@@ -2,6 +2,9 @@
 // device with its iWARP and/or RoCEv2 transports, a memory target that peers can RDMA READ
 // and WRITE, optionally rping and perftest servers, and a control socket (internal/uapi)
 // that "softrnic stat" reads. It logs through log/slog (text, or JSON with -log-json).
+// With -rocev2 (or -netdev) the device is one processes attach to (internal/broker); each
+// -device NAME@ADDR adds another such device to the same process (StartAll), without a
+// memory target or tools of its own.
 //
 // The memory target registers one region of -target-mib MiB (anonymous mmap) and accepts
 // every connection request on the daemon's listeners (listen.go is the one place that

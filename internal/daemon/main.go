@@ -48,19 +48,47 @@ func run(o Options) int {
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(sig)
-	d, err := Start(o)
+	ds, err := StartAll(o)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "daemon:", err)
 		return 1
 	}
-	d.log.Info("up", "device", o.Name, "sock", o.Sock, "pid", os.Getpid())
-	s := <-sig
-	d.log.Info("shutting down", "signal", s.String())
-	if err := d.Close(); err != nil {
-		fmt.Fprintln(os.Stderr, "daemon:", err)
-		return 1
+	for _, d := range ds {
+		d.log.Info("up", "device", d.o.Name, "sock", d.o.Sock, "pid", os.Getpid())
 	}
-	return 0
+	s := <-sig
+	ds[0].log.Info("shutting down", "signal", s.String())
+	ret := 0
+	for _, d := range ds {
+		if err := d.Close(); err != nil {
+			fmt.Fprintln(os.Stderr, "daemon:", err)
+			ret = 1
+		}
+	}
+	return ret
+}
+
+// StartAll starts the daemon's device (Start) and each of its -device devices, or none.
+func StartAll(o Options) ([]*Daemon, error) {
+	d, err := Start(o)
+	if err != nil {
+		return nil, err
+	}
+	ds := []*Daemon{d}
+	for _, spec := range o.Devices {
+		do, err := deviceOptions(o, spec)
+		if err == nil {
+			if d, err = Start(do); err == nil {
+				ds = append(ds, d)
+				continue
+			}
+		}
+		for _, d := range ds {
+			d.Close()
+		}
+		return nil, err
+	}
+	return ds, nil
 }
 
 // foregroundEnv tells the re-executed daemon that it is the detached one.

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -56,6 +57,12 @@ type Options struct {
 	MaxProcs int        // -max-procs: attached processes at once (broker default 63)
 	Metrics  string     // -metrics: serve Prometheus text metrics on this host:port ("" = off)
 	Netdev   string     // -netdev: the netdev of the device (its address when -rocev2 is not given)
+	// Devices are more RoCEv2 devices served by this daemon (-device NAME@IP[:port] or
+	// NAME@NETDEV, repeatable; as "rdma link add NAME type softrnic netdev NETDEV"):
+	// each has its own address, attach and control sockets (NAME.sock beside -sock),
+	// port, QP numbers and processes; the group, steering and limits are shared, and
+	// they serve no memory target or tools.
+	Devices []string
 
 	// Limits (0: the default).
 	MaxListeners     int           // -max-listeners: iWARP listeners, from -iwarp and listen_iwarp (DefaultMaxListeners)
@@ -101,6 +108,7 @@ func ParseArgs(args []string, errOut io.Writer) (Options, error) {
 	steerMode := fs.String("steer", "auto", "RoCEv2 device: how packets reach attached processes: auto (BPF, else relay), bpf or relay")
 	fs.IntVar(&o.MaxProcs, "max-procs", 63, "RoCEv2 device: most attached processes at once")
 	fs.StringVar(&o.Netdev, "netdev", "", "RoCEv2 device: the network device it sits on (default: the one carrying -rocev2's address; without -rocev2, its first IPv4 address)")
+	fs.Var((*listFlag)(&o.Devices), "device", "another RoCEv2 device, `NAME@IP[:port]` or NAME@NETDEV (repeatable)")
 	fs.StringVar(&o.Metrics, "metrics", "", "serve Prometheus/OpenMetrics text metrics on `host:port` (default off)")
 	fs.IntVar(&o.MaxListeners, "max-listeners", DefaultMaxListeners, "most iWARP listeners (-iwarp and set listen_iwarp together)")
 	fs.IntVar(&o.CtlMaxClients, "ctl-max-clients", uapi.DefaultMaxClients, "most control-socket clients at once (more are answered EBUSY)")
@@ -155,6 +163,9 @@ func ParseArgs(args []string, errOut io.Writer) (Options, error) {
 		if _, err := parseListenAddr(a); err != nil {
 			return o, fmt.Errorf("-iwarp: %w", err)
 		}
+	}
+	if err := checkDevices(o); err != nil {
+		return o, err
 	}
 	switch *steerMode {
 	case "auto":
@@ -261,4 +272,46 @@ func needTransports(o Options, given map[string]bool) error {
 		return errors.New("no transport: give -iwarp and/or -rocev2")
 	}
 	return nil
+}
+
+// checkDevices checks the -device specifications: NAME@ADDR with a device name of its
+// own, and ADDR an IP literal (a port optional) or a netdev's name.
+func checkDevices(o Options) error {
+	if len(o.Devices) > 0 && o.RoCEv2 == "" {
+		return errors.New("-device: the first device needs -rocev2 or -netdev")
+	}
+	if len(o.Devices) > 0 && o.Link.XDP != "" {
+		return errors.New("-device: with -xdp the daemon serves one device (its AF_XDP port)")
+	}
+	names := map[string]bool{o.Name: true}
+	for _, d := range o.Devices {
+		name, addr, ok := strings.Cut(d, "@")
+		if !ok || name == "" || addr == "" || strings.ContainsAny(name, "/ ") {
+			return fmt.Errorf("-device %q: want NAME@IP[:port] or NAME@NETDEV", d)
+		}
+		if names[name] {
+			return fmt.Errorf("-device %q: device %s given twice", d, name)
+		}
+		names[name] = true
+	}
+	return nil
+}
+
+// deviceOptions are the options of the daemon's device spec (-device NAME@ADDR): the
+// shared ones of o, its own name, address and sockets.
+func deviceOptions(o Options, spec string) (Options, error) {
+	name, addr, _ := strings.Cut(spec, "@")
+	d := Options{Name: name, Sock: filepath.Join(filepath.Dir(o.Sock), name+".sock"), CMPort: DefaultCMPort, PeerPort: o.PeerPort,
+		LogJSON: o.LogJSON, StrictICRC: o.StrictICRC, Group: o.Group, Steer: o.Steer, MaxProcs: o.MaxProcs,
+		MaxListeners: o.MaxListeners, CtlMaxClients: o.CtlMaxClients, CtlIdleTimeout: o.CtlIdleTimeout, LogOut: o.LogOut}
+	if _, err := parseRoCEAddr(addr); err == nil {
+		d.RoCEv2 = addr
+		return d, nil
+	}
+	a, err := hostlink.NetdevAddr(addr)
+	if err != nil {
+		return d, fmt.Errorf("-device %s: %w", spec, err)
+	}
+	d.Netdev, d.RoCEv2 = addr, a.String()
+	return d, nil
 }

@@ -728,3 +728,92 @@ func TestXDPDevice(t *testing.T) {
 	}
 	t.Logf("relayed %d packets from the AF_XDP port, %d dropped", st.Daemon.Steered, st.Daemon.RelayDropped)
 }
+
+// TestTwoDevices: one daemon serves two devices (-device hd1@127.0.0.3:0), each with its
+// own address, sockets and processes; a process attached to hd0 connects to one attached
+// to hd1 and runs verified rounds; "dev" on each control socket describes its own device.
+func TestTwoDevices(t *testing.T) {
+	const rounds = 20
+	dir := t.TempDir()
+	sock0, sock1 := filepath.Join(dir, "hd0.sock"), filepath.Join(dir, "hd1.sock")
+	o, err := daemon.ParseArgs([]string{"-foreground", "-name", "hd0", "-sock", sock0, "-rocev2", "127.0.0.1:0", "-target-mib", "0",
+		"-device", "hd1@127.0.0.3:0"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.LogOut = io.Discard
+	ds, err := daemon.StartAll(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		for _, d := range ds {
+			d.Close()
+		}
+	}()
+	if len(ds) != 2 {
+		t.Fatalf("%d devices", len(ds))
+	}
+	var addrs [2]netip.AddrPort
+	var devs [2]*host.Device
+	for i, sock := range []string{sock0, sock1} {
+		st, err := uapi.GetStatus(context.Background(), sock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Device != fmt.Sprintf("hd%d", i) || len(st.ListenRoCEv2) != 1 {
+			t.Fatalf("%s: device %q at %v", sock, st.Device, st.ListenRoCEv2)
+		}
+		addrs[i] = netip.MustParseAddrPort(st.ListenRoCEv2[0])
+		if devs[i], err = host.Open(st.Device, &host.Options{Socket: sock}); err != nil {
+			t.Fatal(err)
+		}
+		defer devs[i].Close()
+		if devs[i].Addr() != addrs[i] || !devs[i].Attached() {
+			t.Fatalf("attached to %s at %v (%v), want %v", st.Device, devs[i].Addr(), devs[i].Attached(), addrs[i])
+		}
+	}
+	if addrs[0].Addr() == addrs[1].Addr() {
+		t.Fatalf("both devices at %v", addrs[0].Addr())
+	}
+	ln, err := devs[1].Transport().Listen(fmt.Sprintf(":%d", extCMPort))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	recvd := make(chan error, 1)
+	go func() {
+		e, _, seed, err := accept(ctx, devs[1].RNIC(), ln)
+		if err == nil {
+			err = e.receiver(ctx, seed, rounds, nil)
+		}
+		recvd <- err
+	}()
+	e, rb, err := dial(ctx, devs[0].RNIC(), devs[0].Transport(), childAddr(addrs[1], extCMPort), 42)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.sender(ctx, rb, 42, rounds); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-recvd; err != nil {
+		t.Fatal(err)
+	}
+	for i, sock := range []string{sock0, sock1} {
+		var b bytes.Buffer
+		if err := res.Dev(context.Background(), res.Options{Sock: sock, JSON: true}, nil, &b); err != nil {
+			t.Fatal(err)
+		}
+		var d struct {
+			Device    string   `json:"device"`
+			RoCEv2    []string `json:"rocev2"`
+			Processes []uapi.ProcStatus
+		}
+		if err := json.Unmarshal(b.Bytes(), &d); err != nil || d.Device != fmt.Sprintf("hd%d", i) ||
+			len(d.RoCEv2) != 1 || d.RoCEv2[0] != addrs[i].String() || len(d.Processes) != 1 || d.Processes[0].PID != os.Getpid() {
+			t.Fatalf("dev -j on %s: %v %s", sock, err, b.String())
+		}
+	}
+}
