@@ -54,8 +54,10 @@ func (d *Daemon) status(q uapi.Query) (uapi.Status, error) {
 	for _, ln := range d.iwLns {
 		s.ListenIWARP = append(s.ListenIWARP, ln.addr())
 	}
-	if d.roLn != nil {
+	if d.ep != nil {
 		s.ListenRoCEv2 = append(s.ListenRoCEv2, d.ep.LocalAddr().String())
+	}
+	if d.roLn != nil {
 		s.RoCEv2CMPort = d.roLn.cmPort()
 	}
 	all := d.qpns // sorted; the daemon's own QPs (the broker numbers them apart from the processes')

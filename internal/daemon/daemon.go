@@ -171,13 +171,15 @@ func Start(o Options) (_ *Daemon, err error) {
 			rc.PeerPort = uint16(o.PeerPort) // an override; by default the endpoint follows rocev2.Addr's rule
 		}
 		d.ep = rocev2.NewEndpoint(d.dev, link, rc)
-		ln, err := listenRoCEv2(d.ep, net.JoinHostPort(roAddr.Addr().String(), strconv.Itoa(o.CMPort)))
-		if err != nil {
-			return nil, err
+		if d.mr != nil { // the memory target's listener; without one the CM port is free for processes
+			ln, err := listenRoCEv2(d.ep, net.JoinHostPort(roAddr.Addr().String(), strconv.Itoa(o.CMPort)))
+			if err != nil {
+				return nil, err
+			}
+			d.roLn = ln
+			d.wg.Add(1)
+			go d.serve(ln)
 		}
-		d.roLn = ln
-		d.wg.Add(1)
-		go d.serve(ln)
 	}
 	if o.Rping != "" {
 		if err = d.startRping(o.Rping); err != nil {

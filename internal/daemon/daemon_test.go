@@ -105,7 +105,7 @@ func testSock(t *testing.T) string {
 func startDaemon(t *testing.T, args ...string) (*Daemon, string) {
 	t.Helper()
 	sock := testSock(t)
-	o, err := ParseArgs(append([]string{"-foreground", "-sock", sock}, args...), &bytes.Buffer{})
+	o, err := ParseArgs(append([]string{"-foreground", "-sock", sock, "-target-mib", "16"}, args...), &bytes.Buffer{})
 	if err != nil {
 		t.Fatal(err)
 	}

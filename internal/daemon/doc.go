@@ -1,14 +1,15 @@
-// Package daemon is "softrnic daemon": one soft RNIC run as a standalone service — a
-// device with its iWARP and/or RoCEv2 transports, a memory target that peers can RDMA READ
-// and WRITE, optionally rping and perftest servers, and a control socket (internal/uapi)
-// that "softrnic stat" reads. It logs through log/slog (text, or JSON with -log-json).
+// Package daemon is "softrnic daemon": the host's soft RNIC run as a standalone service —
+// a device with its iWARP and/or RoCEv2 transports, optionally a memory target that peers
+// can RDMA READ and WRITE and rping and perftest servers, and a control socket
+// (internal/uapi) that "softrnic stat" reads. It logs through log/slog (text, or JSON with -log-json).
 // With -rocev2 (or -netdev) the device is one processes attach to (internal/broker); each
 // -device NAME@ADDR adds another such device to the same process (StartAll), without a
 // memory target or tools of its own.
 //
-// The memory target registers one region of -target-mib MiB (anonymous mmap) and accepts
-// every connection request on the daemon's listeners (listen.go is the one place that
-// listens and accepts). The accept private data (MPA Reply or IB CM REP) starts with the
+// With -target-mib (none by default: "softrnic target" is the memory target as a process
+// of the device) the daemon serves a memory target itself. It registers one region of
+// -target-mib MiB (anonymous mmap) and accepts every connection request on the daemon's
+// listeners (listen.go is the one place that listens and accepts). The accept private data (MPA Reply or IB CM REP) starts with the
 // region's 16-byte advertisement, an rnic.RemoteBuffer (the layout of rping's struct
 // rping_rdma_info):
 //

@@ -14,7 +14,7 @@ import (
 )
 
 // Summary is the one-line description "softrnic help" prints.
-const Summary = "standalone soft RNIC with a memory target and a control socket [-iwarp addr:port] [-rocev2 ip[:port]] [-sock path]"
+const Summary = "the host's soft RNIC: devices processes attach to, and a control socket [-rocev2 ip[:port] | -netdev dev] [-device name@addr] [-iwarp addr:port] [-sock path]"
 
 // Main is the "softrnic daemon" command.
 func Main(args []string) int {

@@ -24,7 +24,7 @@ import (
 
 // Defaults of the daemon.
 const (
-	DefaultTargetMiB = 16
+	DefaultTargetMiB = 0    // no memory target: "softrnic target" is one, a process of the device
 	DefaultCMPort    = 7471 // RDMA-CM port of the RoCEv2 memory target
 	MaxTargetMiB     = 4095 // the advertisement's length is 32 bits
 
@@ -94,7 +94,7 @@ func ParseArgs(args []string, errOut io.Writer) (Options, error) {
 	fs.StringVar(&o.RoCEv2, "rocev2", "", "RoCEv2 link address ip[:udpport] (default port 4791)")
 	fs.IntVar(&o.CMPort, "rocev2-cm-port", DefaultCMPort, "RDMA-CM port of the RoCEv2 memory target")
 	fs.IntVar(&o.PeerPort, "rocev2-peer-port", -1, "force the UDP port RoCEv2 peers are answered on (default: 4791 for peers sending from entropy ports 49152-65535, else their source port)")
-	fs.IntVar(&o.TargetMiB, "target-mib", DefaultTargetMiB, "size of the memory target in MiB (0: none)")
+	fs.IntVar(&o.TargetMiB, "target-mib", DefaultTargetMiB, "serve a memory target of this many MiB itself (default none: \"softrnic target\" runs one as a process of the device)")
 	fs.BoolVar(&o.CRC, "crc", false, "iWARP: request MPA CRC32c")
 	fs.StringVar(&o.Rping, "rping", "", "also run an iWARP rping server on host:port")
 	fs.StringVar(&o.Perftest, "perftest", "", "also run an iWARP perftest server on host:port")
@@ -163,6 +163,9 @@ func ParseArgs(args []string, errOut io.Writer) (Options, error) {
 		if _, err := parseListenAddr(a); err != nil {
 			return o, fmt.Errorf("-iwarp: %w", err)
 		}
+	}
+	if given["rocev2-cm-port"] && o.TargetMiB == 0 {
+		return o, errors.New("-rocev2-cm-port is the memory target's RDMA-CM port: it needs -target-mib")
 	}
 	if err := checkDevices(o); err != nil {
 		return o, err

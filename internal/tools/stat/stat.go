@@ -116,7 +116,10 @@ func printStatus(w io.Writer, s *uapi.Status) error {
 		fmt.Fprintf(w, "  iwarp %s", strings.Join(s.ListenIWARP, ","))
 	}
 	if len(s.ListenRoCEv2) > 0 {
-		fmt.Fprintf(w, "  rocev2 %s cm port %d", strings.Join(s.ListenRoCEv2, ","), s.RoCEv2CMPort)
+		fmt.Fprintf(w, "  rocev2 %s", strings.Join(s.ListenRoCEv2, ","))
+		if s.RoCEv2CMPort != 0 {
+			fmt.Fprintf(w, " cm port %d", s.RoCEv2CMPort)
+		}
 	}
 	fmt.Fprintln(w)
 	if s.TargetLen > 0 {
