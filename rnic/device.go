@@ -126,7 +126,10 @@ type Device struct {
 	evDone   chan struct{}
 }
 
-// Open creates a device.
+// Open creates a device in this process. To open a device by name — the one a softrnic
+// daemon serves, which several processes share, or else an in-process one — call
+// host.Open("softrnic0", …) (package github.com/softrnic/softrnic/host): it needs the
+// RoCEv2 transport, which imports this package.
 func Open(cfg Config) (*Device, error) {
 	cfg.setDefaults()
 	d := &Device{
