@@ -7,32 +7,21 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/softrnic/softrnic/internal/syncbuf"
 	"github.com/softrnic/softrnic/rnic/iwarp"
 )
 
 // syncBuf is a goroutine-safe log sink.
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (w *syncBuf) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.Write(p)
-}
+type syncBuf struct{ syncbuf.Buffer }
 
 // records decodes the JSON log lines written so far.
 func (w *syncBuf) records(t *testing.T) []map[string]any {
 	t.Helper()
-	w.mu.Lock()
-	defer w.mu.Unlock()
 	var out []map[string]any
-	sc := bufio.NewScanner(bytes.NewReader(w.b.Bytes()))
+	sc := bufio.NewScanner(bytes.NewReader(w.Bytes()))
 	for sc.Scan() {
 		var r map[string]any
 		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
@@ -60,7 +49,7 @@ func (w *syncBuf) awaitRecord(t *testing.T, msg string, want map[string]any) map
 			return r
 		}
 	}
-	t.Fatalf("no %q record with %v in the log:\n%s", msg, want, w.b.String())
+	t.Fatalf("no %q record with %v in the log:\n%s", msg, want, w.String())
 	return nil
 }
 

@@ -2,7 +2,6 @@ package uapi
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -16,27 +15,11 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/softrnic/softrnic/internal/syncbuf"
 )
 
-// logBuf is a goroutine-safe slog sink.
-type logBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (w *logBuf) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.Write(p)
-}
-
-func (w *logBuf) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.String()
-}
-
-func (w *logBuf) logger() *slog.Logger { return slog.New(slog.NewTextHandler(w, nil)) }
+func logger(w *syncbuf.Buffer) *slog.Logger { return slog.New(slog.NewTextHandler(w, nil)) }
 
 // failingListener fails its first n Accepts with err, then accepts from the real listener.
 type failingListener struct {
@@ -79,8 +62,8 @@ func TestAcceptBacksOffOnEMFILE(t *testing.T) {
 			ln, path := unixListener(t)
 			const fails = 6 // 5+10+20+40+80+160 ms of backoff
 			fl := &failingListener{Listener: ln, n: fails, err: &net.OpError{Op: "accept", Net: "unix", Err: os.NewSyscallError("accept4", errno)}}
-			var logs logBuf
-			srv := Serve(fl, &testHandler{}, &ServerConfig{Logger: logs.logger()})
+			var logs syncbuf.Buffer
+			srv := Serve(fl, &testHandler{}, &ServerConfig{Logger: logger(&logs)})
 			defer srv.Close()
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
@@ -107,8 +90,8 @@ func TestAcceptBacksOffOnEMFILE(t *testing.T) {
 // EMFILE; once descriptors are free again, the server accepts and answers it.
 func TestAcceptSurvivesFDExhaustion(t *testing.T) {
 	path := sockPath(t)
-	var logs logBuf
-	srv, err := Listen(path, &testHandler{}, &ServerConfig{Logger: logs.logger()})
+	var logs syncbuf.Buffer
+	srv, err := Listen(path, &testHandler{}, &ServerConfig{Logger: logger(&logs)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,39 +1,22 @@
 package iwarp
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
 	"net"
 	"os"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/softrnic/softrnic/internal/syncbuf"
 	"github.com/softrnic/softrnic/mpa"
 	"github.com/softrnic/softrnic/rnic"
 )
 
-// syncBuffer is a goroutine-safe log sink.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+// syncbuf.Buffer is a goroutine-safe log sink.
 
 // serveAll accepts every request on ln with a new QP of d until ctx ends.
 func serveAll(ctx context.Context, t *testing.T, d *rnic.Device, ln *Listener) {
@@ -92,7 +75,7 @@ func TestAcceptRecoversFromEMFILE(t *testing.T) {
 	defer srv.Close()
 	cli, _ := rnic.Open(rnic.Config{})
 	defer cli.Close()
-	var logs syncBuffer
+	var logs syncbuf.Buffer
 	cfg := &Config{Timeout: 10 * time.Second, Logger: slog.New(slog.NewTextHandler(&logs, nil))}
 	ln, err := Listen(srv, "127.0.0.1:0", cfg)
 	if err != nil {

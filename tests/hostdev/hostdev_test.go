@@ -29,6 +29,7 @@ import (
 	"github.com/softrnic/softrnic/internal/attach"
 	"github.com/softrnic/softrnic/internal/daemon"
 	"github.com/softrnic/softrnic/internal/netnstest"
+	"github.com/softrnic/softrnic/internal/syncbuf"
 	"github.com/softrnic/softrnic/internal/tools/res"
 	"github.com/softrnic/softrnic/internal/tools/target"
 	"github.com/softrnic/softrnic/internal/uapi"
@@ -623,7 +624,7 @@ func startDaemonProcess(t *testing.T, wrap []string, sock string, addr netip.Add
 		cmd = exec.Command(wrap[0], append(wrap[1:], os.Args[0], "-test.run=^$")...)
 	}
 	cmd.Env = append(os.Environ(), envDaemon+"="+strings.Join(args, "\n"))
-	out := &syncBuffer{}
+	out := &syncbuf.Buffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -647,19 +648,6 @@ func startDaemonProcess(t *testing.T, wrap []string, sock string, addr netip.Add
 		time.Sleep(10 * time.Millisecond)
 	}
 }
-
-// syncBuffer is a process's output, read while it runs.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
 // TestXDPDevice: "softrnic daemon -xdp" is a shared device too. The daemon, with its
 // RoCEv2 address on an AF_XDP port of a veth, and two attached processes run in one

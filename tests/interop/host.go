@@ -1,7 +1,6 @@
 package interop
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -9,9 +8,10 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
+
+	"github.com/softrnic/softrnic/internal/syncbuf"
 )
 
 // BuildSoftrnic builds cmd/softrnic into dir and returns the binary's path.
@@ -27,28 +27,10 @@ func BuildSoftrnic(dir string) (string, error) {
 	return bin, nil
 }
 
-// syncBuf is a goroutine-safe output buffer.
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuf) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // HostProc is a program running on the host inside the guest's namespace.
 type HostProc struct {
 	cmd    *exec.Cmd
-	out    syncBuf
+	out    syncbuf.Buffer
 	done   chan struct{}
 	err    error
 	cancel context.CancelFunc

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/softrnic/softrnic/internal/syncbuf"
 )
 
 // TestRpingRoCELoopback runs softrnic rping --roce in both roles over loopback UDP 4791:
@@ -21,7 +23,7 @@ func TestRpingRoCELoopback(t *testing.T) {
 			srvAddr, cliAddr := fmt.Sprintf("127.71.%d.1", b), fmt.Sprintf("127.71.%d.2", b)
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
-			var so, co lockedBuf
+			var so, co syncbuf.Buffer
 			srv := Options{Server: true, RoCE: true, Addr: srvAddr, Port: DefaultPort, Size: size, Verbose: true}
 			cli := Options{RoCE: true, Addr: srvAddr, Local: cliAddr, Port: DefaultPort, Size: size,
 				Count: count, Verbose: true, Validate: true}

@@ -9,10 +9,10 @@ import (
 	"net"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/softrnic/softrnic/internal/syncbuf"
 	"github.com/softrnic/softrnic/mpa"
 	"github.com/softrnic/softrnic/rnic"
 )
@@ -94,24 +94,6 @@ func TestFillSource(t *testing.T) {
 	}
 }
 
-// lockedBuf is a goroutine-safe output buffer.
-type lockedBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuf) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 type rpingRun struct {
 	srvErr, cliErr error
 	srvOut, cliOut string
@@ -190,7 +172,7 @@ func runPair(t *testing.T, srv, cli Options) rpingRun {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	var r rpingRun
-	var so, co lockedBuf
+	var so, co syncbuf.Buffer
 	srv.Server, srv.Addr, srv.Port = true, "127.0.0.1", 0
 	cli.Server, cli.Addr = false, "127.0.0.1"
 	ready := make(chan net.Addr, 1)

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/softrnic/softrnic/internal/syncbuf"
 	"github.com/softrnic/softrnic/rnic"
 	"github.com/softrnic/softrnic/rnic/iwarp"
 )
@@ -52,7 +53,7 @@ func (c *idleClient) close() {
 
 // pingClient runs an rping client of count validated pings against port.
 func pingClient(ctx context.Context, port, count int) error {
-	var out lockedBuf
+	var out syncbuf.Buffer
 	o := Options{Addr: "127.0.0.1", Port: port, Size: 64, Count: count, Validate: true, Verbose: true, Timeout: 20 * time.Second}
 	if err := Run(ctx, o, &out, &out); err != nil {
 		return err
@@ -66,7 +67,7 @@ func pingClient(ctx context.Context, port, count int) error {
 func startPersistent(t *testing.T, o Options) (*Server, int, context.CancelFunc, chan error) {
 	t.Helper()
 	o.Server, o.Persistent, o.Addr, o.Port, o.Size = true, true, "127.0.0.1", 0, 64
-	var out lockedBuf
+	var out syncbuf.Buffer
 	srv, err := Listen(o, &out, &out)
 	if err != nil {
 		t.Fatal(err)
@@ -195,7 +196,7 @@ func slowClient(ctx context.Context, port, pings int, gap time.Duration) error {
 		return err
 	}
 	defer tr.Close()
-	s, err := newSession(dev, &o, output{stdout: &lockedBuf{}, stderr: &lockedBuf{}})
+	s, err := newSession(dev, &o, output{stdout: &syncbuf.Buffer{}, stderr: &syncbuf.Buffer{}})
 	if err != nil {
 		return err
 	}

@@ -6,23 +6,14 @@ import (
 	"fmt"
 	"net"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/softrnic/softrnic/internal/syncbuf"
 	"github.com/softrnic/softrnic/internal/tools/tool"
 	"github.com/softrnic/softrnic/rnic"
 	"github.com/softrnic/softrnic/rnic/cm"
 )
-
-// syncBuf is the target's stdout, read while it runs.
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) { s.mu.Lock(); defer s.mu.Unlock(); return s.b.Write(p) }
-func (s *syncBuf) String() string              { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
 // startTarget runs the target until the test ends; it returns the address to dial and the
 // advertisement it printed.
@@ -35,7 +26,7 @@ func startTarget(t *testing.T, o Options) (string, rnic.RemoteBuffer, func() str
 	ch := make(chan up, 1)
 	o.Listening = func(a net.Addr, adv rnic.RemoteBuffer) { ch <- up{a, adv} }
 	ctx, cancel := context.WithCancel(context.Background())
-	var out syncBuf
+	var out syncbuf.Buffer
 	done := make(chan error, 1)
 	go func() { done <- Run(ctx, o, &out) }()
 	stop := func() string {

@@ -125,7 +125,7 @@ func (o *relayOut) close() {
 type relayIn struct {
 	s       *Steerer
 	udp     rocev2.Link // the Steerer's src
-	to      []Slot // destination of each datagram of the batch being routed
+	to      []Slot      // destination of each datagram of the batch being routed
 	touched []*relayOut
 }
 
