@@ -84,10 +84,23 @@ func newRig(t *testing.T, steering string, extra ...string) *rig {
 	}
 	r := &rig{sock: sock, dev: netip.MustParseAddrPort(st.ListenRoCEv2[0])}
 	t.Logf("device hd0 at %v, steering %s", r.dev, st.Steering)
-	// the other device answers the children on the device's port (their source port is
-	// another in the relay mode)
-	r.ext, err = host.Open("ext", &host.Options{Socket: filepath.Join(t.TempDir(), "none.sock"), Local: "127.0.0.2:0",
-		RoCE: &rocev2.Config{PeerPort: r.dev.Port()}})
+	r.openExt(t, "127.0.0.2:0", nil)
+	return r
+}
+
+// openExt opens the other device in-process at local (ip:port), run by in (a namespace,
+// netnstest.In; nil: here), with its listener on extCMPort. It answers the children on
+// the device's port (their source port is another in the relay mode).
+func (r *rig) openExt(t *testing.T, local string, in func(func())) {
+	t.Helper()
+	if in == nil {
+		in = func(f func()) { f() }
+	}
+	var err error
+	in(func() { // the device's socket is made here
+		r.ext, err = host.Open("ext", &host.Options{Socket: filepath.Join(t.TempDir(), "none.sock"), Local: local,
+			RoCE: &rocev2.Config{PeerPort: r.dev.Port()}})
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +109,6 @@ func newRig(t *testing.T, steering string, extra ...string) *rig {
 		t.Fatal(err)
 	}
 	r.extAddr = childAddr(r.ext.Addr(), extCMPort)
-	return r
 }
 
 // child is a running child process.
@@ -443,16 +455,7 @@ func TestDaemonRestart(t *testing.T) {
 	l.Close()
 	startDaemon := func() *exec.Cmd { return startDaemonProcess(t, nil, sock, addr) }
 	r := &rig{sock: sock, dev: addr}
-	r.ext, err = host.Open("ext", &host.Options{Socket: filepath.Join(t.TempDir(), "none.sock"), Local: "127.0.0.2:0",
-		RoCE: &rocev2.Config{PeerPort: addr.Port()}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.ext.Close()
-	if r.extLn, err = r.ext.Transport().Listen(fmt.Sprintf(":%d", extCMPort)); err != nil {
-		t.Fatal(err)
-	}
-	r.extAddr = childAddr(r.ext.Addr(), extCMPort)
+	r.openExt(t, "127.0.0.2:0", nil)
 	results := r.extReceivers(t, 2, rounds, nil)
 	run := func(c *child) {
 		t.Helper()
@@ -672,18 +675,8 @@ func TestXDPDevice(t *testing.T) {
 		t.Fatalf("status: steering %q netdev %q (%v)", st.Steering, st.Netdev, err)
 	}
 	r := &rig{sock: sock, dev: addr}
-	netnstest.In(t, e.NS[1], func() { // the other device's socket lives across the veth
-		r.ext, err = host.Open("ext", &host.Options{Socket: filepath.Join(t.TempDir(), "none.sock"),
-			Local: netip.AddrPortFrom(e.Addr[1], 4791).String(), RoCE: &rocev2.Config{PeerPort: 4791}})
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.ext.Close()
-	if r.extLn, err = r.ext.Transport().Listen(fmt.Sprintf(":%d", extCMPort)); err != nil {
-		t.Fatal(err)
-	}
-	r.extAddr = childAddr(r.ext.Addr(), extCMPort)
+	// the other device, across the veth
+	r.openExt(t, netip.AddrPortFrom(e.Addr[1], 4791).String(), func(f func()) { netnstest.In(t, e.NS[1], f) })
 	results := r.extReceivers(t, 2, rounds, nil)
 	cs := make([]*child, 2)
 	for i := range cs {
