@@ -176,3 +176,77 @@ func TestVectoredWriter(t *testing.T) {
 		}
 	}
 }
+
+// TestTryFlush: a batch written by TryFlush through a write that takes any number of
+// octets (none, some, a piece boundary, all) and finished by later TryFlushes or a Flush,
+// with FPDUs queued between, is the same stream as the same FPDUs written one by one; an
+// error empties the batch.
+func TestTryFlush(t *testing.T) {
+	rng := rand.New(rand.NewSource(13))
+	for _, opt := range allOpts {
+		var want, got bytes.Buffer
+		w1, wt := NewWriter(&want, opt), NewWriter(&got, opt)
+		write := func(bufs [][]byte) (int, error) {
+			total := 0
+			for _, b := range bufs {
+				total += len(b)
+			}
+			k := rng.Intn(total + 1)
+			if rng.Intn(4) == 0 {
+				k = len(bufs[0]) // a piece boundary
+			}
+			n := k
+			for _, b := range bufs {
+				c := min(k, len(b))
+				got.Write(b[:c])
+				k -= c
+			}
+			return n, nil
+		}
+		for _, u := range randomULPDUs(rng, 300, 2000) {
+			h := min(len(u), 18)
+			if err := w1.WriteFPDU(u[:h], [][]byte{u[h:]}); err != nil {
+				t.Fatal(err)
+			}
+			if err := wt.QueueFPDU(u[:h], [][]byte{u[h:]}); err != nil {
+				t.Fatal(err)
+			}
+			switch rng.Intn(3) {
+			case 0:
+				done, err := wt.TryFlush(write)
+				if err != nil || done != (wt.Buffered() == 0) {
+					t.Fatalf("TryFlush: %v, %v with %d buffered", done, err, wt.Buffered())
+				}
+			case 1:
+				if rng.Intn(10) == 0 {
+					if err := wt.Flush(); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+		}
+		for done := false; !done; {
+			var err error
+			if done, err = wt.TryFlush(write); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if !bytes.Equal(want.Bytes(), got.Bytes()) {
+			t.Fatalf("%+v: TryFlush stream differs (%d vs %d octets)", opt, got.Len(), want.Len())
+		}
+		if wt.Buffered() != 0 || wt.wb != nil {
+			t.Fatal("batch memory held after the last TryFlush")
+		}
+	}
+	w := NewWriter(io.Discard, FramingOptions{CRC: true})
+	if err := w.QueueFPDU([]byte("hdr"), nil); err != nil {
+		t.Fatal(err)
+	}
+	boom := errors.New("boom")
+	if done, err := w.TryFlush(func([][]byte) (int, error) { return 0, boom }); done || err != boom {
+		t.Fatalf("TryFlush error: %v, %v", done, err)
+	}
+	if w.Buffered() != 0 {
+		t.Fatal("batch kept after an error")
+	}
+}

@@ -365,3 +365,39 @@ func (fw *Writer) flush() error {
 	fw.drop(0, 0, 0)
 	return err
 }
+
+// TryFlush writes the queued FPDUs with one call of write, a vectored write that does not
+// wait (it returns how many octets it wrote, which may be fewer than it was given, or 0
+// when the connection takes none now), and reports whether the batch is empty. Octets
+// it did not write stay queued in order for the next TryFlush or Flush, ahead of FPDUs
+// queued meanwhile, so a caller that must not block (a receiver answering a request, say)
+// leaves the rest to a goroutine that may. After an error the batch is emptied as by
+// Flush.
+func (fw *Writer) TryFlush(write func(bufs [][]byte) (int, error)) (bool, error) {
+	if len(fw.store) == 0 {
+		fw.release()
+		return true, nil
+	}
+	n, err := write(fw.store)
+	if err != nil || n >= fw.bytes {
+		fw.drop(0, 0, 0)
+		fw.release()
+		return err == nil, err
+	}
+	fw.consume(n)
+	return false, nil
+}
+
+// consume removes the first n (fewer than fw.bytes) octets of the batch.
+func (fw *Writer) consume(n int) {
+	fw.bytes -= n
+	k := 0
+	for n >= len(fw.store[k]) {
+		n -= len(fw.store[k])
+		k++
+	}
+	fw.store[k] = fw.store[k][n:]
+	m := copy(fw.store, fw.store[k:])
+	clear(fw.store[m:]) // drop references to the caller's memory
+	fw.store = fw.store[:m]
+}

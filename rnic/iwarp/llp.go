@@ -46,6 +46,23 @@ func rxStream(nc net.Conn) io.Reader {
 	return v
 }
 
+// txTry returns the non-blocking vectored write of the receiver's inline responses (see
+// respond) for a TCP connection, else nil: a wrapper (package capture's, say) must see
+// every write, and another stack has no socket to write to directly.
+func txTry(nc net.Conn) *writevState {
+	tc, ok := nc.(*net.TCPConn)
+	if !ok {
+		return nil
+	}
+	rc, err := tc.SyscallConn()
+	if err != nil {
+		return nil
+	}
+	s := &writevState{}
+	s.init(rc)
+	return s
+}
+
 // ReadVectored implements mpa.VectoredReader.
 func (v *vecConn) ReadVectored(bufs [][]byte) (int, error) { return v.rv.readv(v.rc, bufs) }
 

@@ -370,3 +370,73 @@ func TestRawIRDExact(t *testing.T) {
 	waitEvent(t, srv.dev, rnic.EventQPFatal)
 	<-srv.qp.Done()
 }
+
+// TestRawInlineResponsesBlocked: Read Responses that the receiver writes itself (respond)
+// into a socket that cannot take them whole — the raw peer reads nothing until it has
+// sent all its requests, and both socket buffers are pinned small — are finished by the
+// sender: every response arrives whole, intact and in request order, and the QP stays
+// usable.
+func TestRawInlineResponsesBlocked(t *testing.T) {
+	noLeak(t)
+	srv := newSide(t, &pairOpts{})
+	defer srv.dev.Close()
+	const reqs, size = 16, 16 << 10 // reqs: the default IRD
+	cfg := mpa.Config{Rev: 2, P2P: true, RTR: mpa.RTRWrite, IRD: reqs, ORD: reqs}
+	p := rawConnect(t, cfg, srv, nil)
+	if ird := srv.conn.IRD(); ird != reqs {
+		t.Fatalf("negotiated IRD %d, want %d", ird, reqs)
+	}
+	_ = p.nc.SetDeadline(time.Now().Add(20 * time.Second))
+	if err := srv.conn.nc.(*net.TCPConn).SetWriteBuffer(16 << 10); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.nc.(*net.TCPConn).SetReadBuffer(16 << 10); err != nil {
+		t.Fatal(err)
+	}
+	h := make([]byte, ddp.TaggedLen)
+	ddp.Tagged(h).Init(true, rdmap.Control(rdmap.OpWrite), 1, 0) // Write RTR
+	if err := p.wr.WriteFPDU(h, nil); err != nil {
+		t.Fatal(err)
+	}
+	smr, src := srv.reg(t, reqs*size, allAccess)
+	for i := range src {
+		src[i] = byte(i * 7 / 5)
+	}
+	for i := range reqs {
+		r := make([]byte, ddp.UntaggedLen+rdmap.ReadRequestLen)
+		ddp.Untagged(r).Init(true, rdmap.Control(rdmap.OpReadRequest), 0, ddp.QNReadRequest, ddp.MSN(1+i), 0)
+		off := uint64((reqs - 1 - i) * size) // a different source for each
+		rdmap.ReadRequest(r[ddp.UntaggedLen:]).Init(0x77, uint64(i*size), size, smr.RKey(), smr.Addr()+off)
+		if err := p.wr.WriteFPDU(r, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range reqs {
+		var got []byte
+		for {
+			b := p.next(t)
+			tg := ddp.Tagged(b)
+			if !tg.Tagged() {
+				tm, err := rdmap.ParseTerminate(b[ddp.UntaggedLen:])
+				t.Fatalf("response %d: Terminate %+v (%v), IRD %d", i, tm, err, srv.conn.IRD())
+			}
+			if rdmap.ControlOpcode(b[1]) != rdmap.OpReadResponse || tg.STag() != 0x77 {
+				t.Fatalf("response %d: unexpected FPDU % x", i, b[:min(len(b), 32)])
+			}
+			if want := uint64(i*size + len(got)); tg.TO() != want {
+				t.Fatalf("response %d: TO %d, want %d (out of order)", i, tg.TO(), want)
+			}
+			got = append(got, b[ddp.TaggedLen:]...)
+			if tg.Last() {
+				break
+			}
+		}
+		off := (reqs - 1 - i) * size
+		if !bytes.Equal(got, src[off:off+size]) {
+			t.Fatalf("response %d: %d bytes, payload differs", i, len(got))
+		}
+	}
+	if st := srv.qp.State(); st != rnic.QPRTS {
+		t.Fatalf("QP %v after the responses", st)
+	}
+}

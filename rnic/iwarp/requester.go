@@ -126,11 +126,12 @@ func (c *Conn) rxReadResp(h []byte, n int, plen uint64) bool {
 	}
 	c.mu.Lock()
 	done := c.orq.pop()
+	closing := c.closing
 	c.mu.Unlock()
 	if done.w != nil {
 		c.qp.CompleteSend(done.w, rnic.StatusSuccess)
 	}
-	c.wake()
+	c.orqFreed(closing)
 	return true
 }
 
@@ -159,8 +160,21 @@ func (c *Conn) rxAtomicResp(h []byte, n int) bool {
 	binary.NativeEndian.PutUint64(e.w.Segs[0], resp.Orig)
 	c.mu.Lock()
 	done := c.orq.pop()
+	closing := c.closing
 	c.mu.Unlock()
 	c.qp.CompleteSend(done.w, rnic.StatusSuccess)
-	c.wake()
+	c.orqFreed(closing)
 	return true
+}
+
+// orqFreed wakes the sender after an outbound Read or atomic ended, if it waits for that:
+// a held WQE (ORD full, Fence, LocalFence) or a graceful close waiting for the last
+// response. Otherwise the sender sleeps on: waking it would cost a goroutine hand-off (and
+// the runtime waking an idle thread) on the Read's critical path for nothing. The sender
+// sets holding before it re-checks the ORQ (pump), so a response that frees the slot
+// in between is seen by one or the other.
+func (c *Conn) orqFreed(closing bool) {
+	if closing || c.holding.Load() {
+		c.wake()
+	}
 }

@@ -81,7 +81,7 @@ func (c *Conn) rxReadReq(h []byte, n int) bool {
 	c.mu.Lock()
 	c.irq.push(irqEntry{sinkSTag: rr.SinkSTag(), sinkTO: rr.SinkTO(), src: src})
 	c.mu.Unlock()
-	c.wake()
+	c.respond()
 	return true
 }
 
@@ -124,6 +124,76 @@ func (c *Conn) rxAtomicReq(h []byte, n int) bool {
 	c.mu.Lock()
 	c.irq.push(irqEntry{atomic: true, reqID: req.ReqID, orig: orig})
 	c.mu.Unlock()
-	c.wake()
+	c.respond()
 	return true
+}
+
+// inlineFPDUs bounds the FPDUs of one respondInline.
+const inlineFPDUs = 16
+
+// respond sends the responses just queued on the IRQ. When the sender goroutine is idle,
+// the receiver writes small responses itself (respondInline), saving the goroutine
+// hand-off — and the runtime's wake-up of an idle thread that comes with it — on the
+// critical path of every Read and atomic; otherwise it wakes the sender.
+func (c *Conn) respond() {
+	if c.tw == nil || !c.ready.Load() || !c.txMu.TryLock() {
+		c.wake()
+		return
+	}
+	more := c.respondInline()
+	c.txMu.Unlock()
+	if more {
+		c.wake()
+	}
+}
+
+// respondInline writes queued responses of at most fastMax octets and inlineFPDUs FPDUs in
+// all (so the batch never fills up, which would make QueueFPDU write it), in IRQ order,
+// with one non-blocking vectored write: the receiver must never wait for the socket (the
+// peer's receiver may be waiting for ours: both would stop reading). What the socket does
+// not take now stays queued in the Writer, and the sender, woken, writes it before
+// anything else. Anything but plain responses (a Terminate or nudge to send, closing, a
+// batch already pending) is left to the sender; more reports that it must be woken. The
+// caller holds txMu.
+func (c *Conn) respondInline() (more bool) {
+	if c.txDone || c.quitting() || c.wr.Buffered() > 0 || c.ng.want.Load() || c.params.TxMarkers {
+		return !c.txDone
+	}
+	budget, fpdus := fastMax, inlineFPDUs
+	per := c.mulpdu - ddp.TaggedLen
+	for {
+		c.mu.Lock()
+		if c.termSend || c.closing || c.rxEOF || c.irq.n == 0 {
+			more = c.irq.n > 0 || c.termSend || c.closing || c.rxEOF
+			c.mu.Unlock()
+			break
+		}
+		e := c.irq.front()
+		size := len(e.src)
+		nf := max(1, (size+per-1)/per)
+		if size > budget || nf > fpdus {
+			c.mu.Unlock()
+			more = true
+			break
+		}
+		budget -= size
+		fpdus -= nf
+		r := c.irq.pop()
+		c.irqBusy++
+		c.mu.Unlock()
+		if err := c.sendResponse(&r); err != nil {
+			c.txFail(err)
+			return false
+		}
+	}
+	if c.wr.Buffered() == 0 {
+		return more
+	}
+	done, err := c.wr.TryFlush(c.tryWrite)
+	if err != nil {
+		c.txFail(err)
+		return false
+	}
+	c.noteTx()
+	return more || !done
 }

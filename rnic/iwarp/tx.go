@@ -152,7 +152,7 @@ func (c *Conn) pump() (exit bool) {
 			return false
 		}
 		if c.blocked(w, outstanding) {
-			c.held = w
+			c.hold(w)
 			if err := c.flush(); err != nil {
 				c.txFail(err)
 				return true
@@ -162,7 +162,7 @@ func (c *Conn) pump() (exit bool) {
 			}
 			return false
 		}
-		c.held = nil
+		c.hold(nil)
 		if err := c.sendWQE(w); err != nil {
 			c.txFail(err)
 			return true
@@ -205,7 +205,7 @@ func (c *Conn) fastPump() (more bool) {
 			break
 		}
 		if w.Len > fastMax || c.blocked(w, c.outstanding()) {
-			c.held = w
+			c.hold(w)
 			break
 		}
 		if err := c.sendWQE(w); err != nil {
@@ -218,6 +218,14 @@ func (c *Conn) fastPump() (more bool) {
 		return false
 	}
 	return c.held != nil || c.qp.SendPending()
+}
+
+// hold sets the WQE the sender holds back (nil for none). holding mirrors it for the
+// receiver, which wakes the sender at the end of a Read or atomic only when a WQE waits for
+// it (ORD, Fence, LocalFence) or the connection is closing. The caller holds txMu.
+func (c *Conn) hold(w *rnic.SendWQE) {
+	c.held = w
+	c.holding.Store(w != nil)
 }
 
 func (c *Conn) outstanding() int {
