@@ -106,3 +106,34 @@ func SolveICRCIPv4ID(crc0, got uint32, ibLen int) (id uint16, ok bool) {
 	// byte, CRC bytes are taken LSB first) is x^15, at reflected bit 16.
 	return bits.ReverseBytes16(uint16(t >> 16)), true
 }
+
+// icrcIDFwd[ibLen] is x^(32+8·(22+ibLen)) mod P, or 0 while not computed.
+var icrcIDFwd [icrcIDCacheLen]atomic.Uint32
+
+// icrcIDShift returns x^(32+8·(22+ibLen)) mod P.
+func icrcIDShift(ibLen int) uint32 {
+	if ibLen < icrcIDCacheLen {
+		if v := icrcIDFwd[ibLen].Load(); v != 0 {
+			return v
+		}
+	}
+	v := crcXPow(crcOne>>1, uint(32+8*(22+ibLen))) // crcOne>>1 is x
+	if ibLen < icrcIDCacheLen {
+		icrcIDFwd[ibLen].Store(v)
+	}
+	return v
+}
+
+// ICRCIPv4IDDelta is what an IPv4 ICRC changes by when the IP Identification goes
+// from 0 to id, for a BTH-through-pad part of ibLen bytes: the ICRC computed with id is
+// the one computed with ID 0 XOR the delta (the inverse of SolveICRCIPv4ID). A sender
+// that knows the ID the kernel will give a packet — UDP GSO numbers the segments of a
+// super-datagram sent with ID 0 as 0, 1, 2… — fixes each segment's ICRC with it, so
+// receivers that check the real ID (rxe) accept them. It does not allocate and is safe
+// for concurrent use.
+func ICRCIPv4IDDelta(id uint16, ibLen int) uint32 {
+	if id == 0 || ibLen < 0 {
+		return 0
+	}
+	return crcMulMod(uint32(bits.ReverseBytes16(id))<<16, icrcIDShift(ibLen))
+}

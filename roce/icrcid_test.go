@@ -331,3 +331,26 @@ func FuzzSolveICRCIPv4ID(f *testing.F) {
 		}
 	})
 }
+
+// ICRCIPv4IDDelta turns the ICRC computed with ID 0 into the one computed with the ID,
+// for every length class and random IDs, and SolveICRCIPv4ID undoes it.
+func TestICRCIPv4IDDelta(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	for _, n := range []int{12, 28, 60, 1036, 4108, icrcIDCacheLen + 4} {
+		ib := make([]byte, n)
+		for i := range ib {
+			ib[i] = byte(rng.Uint32())
+		}
+		src, dst := [4]byte{10, 0, 0, 1}, [4]byte{10, 0, 0, 2}
+		c0 := ICRCv4(src, dst, 0, true, 4791, 4791, ib)
+		for _, id := range []uint16{0, 1, 2, 3, 63, 0x8000, 0xffff, uint16(rng.Uint32())} {
+			want := ICRCv4(src, dst, id, true, 4791, 4791, ib)
+			if got := c0 ^ ICRCIPv4IDDelta(id, n); got != want {
+				t.Fatalf("ibLen %d id %d: %#x, want %#x", n, id, got, want)
+			}
+			if s, ok := SolveICRCIPv4ID(c0, want, n); !ok || s != id {
+				t.Fatalf("ibLen %d id %d: solved %d %v", n, id, s, ok)
+			}
+		}
+	}
+}

@@ -18,7 +18,7 @@ var offloads = []struct{ name, use string }{
 	{"tx-tcp-segmentation", "kernel TCP (TSO) for iWARP on kernel TCP"},
 	{"tx-tcp6-segmentation", "kernel TCP (TSO) for iWARP on kernel TCP"},
 	{"tx-generic-segmentation", "kernel GSO (TCP, UDP GSO)"},
-	{"tx-udp-segmentation", "RoCEv2 UDP link GSO (automatic on IPv6 links; IPv4: opt-in, never toward rxe)"},
+	{"tx-udp-segmentation", "RoCEv2 UDP link GSO (automatic; over IPv4 each segment's ICRC is fixed for its IP ID)"},
 	{"rx-gro", "kernel GRO (iWARP on kernel TCP; UDP GRO for the RoCEv2 UDP link)"},
 	{"rx-gro-hw", "hardware GRO"},
 	{"rx-gro-list", "GRO fraglist"},

@@ -43,13 +43,14 @@ type Config struct {
 	// the address's UDP port, 4791 if it names none.
 	PeerPort uint16
 	// StrictICRC requires IPv4 ICRCs to verify exactly with IP ID 0 (what
-	// softrnic sends without GSO). By default a UDP-socket receiver, which
+	// softrnic sends without GSO: UDPOptions.GSO numbers segments' IDs and
+	// fixes their ICRCs to match). By default a UDP-socket receiver, which
 	// cannot see the sender's IP ID, verifies an IPv4 ICRC exactly when it
 	// matches with ID 0 and otherwise solves for the ID
 	// (roce.SolveICRCIPv4ID): the packet is accepted, and counted in
 	// ICRCIDSolved, iff some ID makes it consistent, a 16-bit check (a random
 	// corruption passes with probability 2^-16; every single-bit error is
-	// caught). Rxe sends non-zero IDs, so keep this off for kernel peers.
+	// caught). Rxe and GSO senders use non-zero IDs, so keep this off for them.
 	// IPv6 ICRCs and in-memory links are always verified exactly.
 	StrictICRC bool
 

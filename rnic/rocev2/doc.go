@@ -42,9 +42,11 @@
 // 16-bit check that catches every single-bit error — and dropped as an
 // ICRC error otherwise. [Config].StrictICRC requires ID 0; IPv6 and
 // in-memory ICRCs are verified exactly. Corrupt packets are dropped
-// silently (no NAK), as rxe does. With UDP GSO the kernel numbers the
-// segments' IP IDs 0, 1, 2…, which softrnic accepts (ID-solved) but rxe,
-// which sees the real ID, drops: GSO is for IPv6 or softrnic peers.
+// silently (no NAK), as rxe does. With UDP GSO (on by default) the kernel
+// numbers the segments of a super-datagram 0, 1, 2…; the link fixes each
+// segment's ICRC for its ID before the send (roce.ICRCIPv4IDDelta), so rxe,
+// which verifies with the real ID, accepts them, and a softrnic UDP receiver
+// solves for the ID.
 //
 // # Reliable connection (IBTA §9.7)
 //
@@ -145,7 +147,7 @@
 //	Config.MaxPendingRequests     1024 per endpoint      REQ refused: REJ no resources (CMRejectedLimit)
 //	Config.MaxPassiveConns        4096 per endpoint      REQ refused: REJ no resources (CMRejectedLimit)
 //	Config.StrictICRC             off                    on: IPv4 ICRCs must verify with IP ID 0 (no solving;
-//	                                                     softrnic-only peers without GSO)
+//	                                                     only for peers that send ID 0: no rxe, no GSO)
 //	CMConfig.ResponseTimeout      20: ≈ 4.3 s            a REQ, REP or DREQ is resent
 //	CMConfig.MaxRetries           15                     REQ: Dial fails ErrCMTimeout; REP: REJ timeout, the
 //	                                                     connection ends ErrCMTimeout; DREQ: Timewait

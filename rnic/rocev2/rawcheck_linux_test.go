@@ -38,7 +38,9 @@ func TestWireICRCMatchesKernelIPHeader(t *testing.T) {
 	b := h.Append(nil, len(payload))
 	b = append(b, payload...)
 	b = finish(b, len(payload), tx.LocalAddr(), rx.LocalAddr())
-	if err := tx.Send([][]byte{b, b}, rx.LocalAddr()); err != nil {
+	// one packet: a GSO run would reach a raw socket on loopback unsegmented (its
+	// segments' IDs are checked against an exact receiver in rocev2/xdp TestNetnsRC)
+	if err := tx.Send([][]byte{b}, rx.LocalAddr()); err != nil {
 		t.Fatal(err)
 	}
 	buf := make([]byte, 65536)

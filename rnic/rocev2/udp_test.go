@@ -115,16 +115,16 @@ func TestListenUDPNeedsAddress(t *testing.T) {
 	}
 }
 
-// TestUDPOffloadChoice: nil options choose GSO for an IPv6 link (no IP ID to renumber:
-// every peer's ICRC check passes) and not for an IPv4 one (rxe rejects the renumbered
-// IDs); explicit options are taken as given.
+// TestUDPOffloadChoice: nil options choose GSO (over IPv4 each segment's ICRC is fixed
+// for its IP ID) and no GRO; explicit options are taken as given.
 func TestUDPOffloadChoice(t *testing.T) {
 	for _, tc := range []struct {
 		addr    string
 		opt     *UDPOptions
 		wantGSO bool
 	}{
-		{"127.0.0.1:0", nil, false},
+		{"127.0.0.1:0", nil, true},
+		{"127.0.0.1:0", &UDPOptions{}, false},
 		{"[::1]:0", nil, true},
 		{"[::1]:0", &UDPOptions{}, false},
 		{"127.0.0.1:0", &UDPOptions{GSO: true}, true},

@@ -14,22 +14,24 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/softrnic/softrnic/roce"
 )
 
 // UDPOptions configure a UDPLink. ListenUDP with nil options chooses the offloads
-// itself: GSO on IPv6 links (IPv6 has no IP ID for the kernel to renumber, so every
-// peer's ICRC check passes, rxe's included), off on IPv4 links (where only softrnic
-// peers accept it: set GSO to use it toward them); GRO off (it needs eight 64 KiB
-// receive buffers per link). The zero UDPOptions turns both off.
+// itself: GSO on (over IPv4 each segment's ICRC is fixed for the IP ID the kernel gives
+// it, so every peer's exact check passes, rxe's included; IPv6 has no ID); GRO off (it
+// needs eight 64 KiB receive buffers per link). The zero UDPOptions turns both off.
 type UDPOptions struct {
 	// Batch is the number of datagrams per sendmmsg/recvmmsg (default 64).
 	Batch int
 	// GSO sends runs of equal-sized packets to one destination as one UDP
 	// GSO super-datagram (UDP_SEGMENT). The kernel gives the segments of an
-	// IPv4 super-datagram consecutive IP IDs while the ICRC is computed with
-	// ID 0, so rxe, which verifies with the real ID, drops all but the first
-	// (softrnic solves for the ID, unless Config.StrictICRC): enable it for
-	// IPv6 or softrnic peers only.
+	// IPv4 super-datagram the IP IDs 0, 1, 2…, and the link fixes each
+	// segment's ICRC for its ID before the send (it was computed with ID 0),
+	// so receivers that verify with the real ID (rxe) accept them. (A NIC
+	// whose hardware segmentation numbered IDs otherwise would defeat that;
+	// the kernel's software GSO and the usual NICs count up from the first.)
 	GSO bool
 	// GRO asks the kernel to coalesce received datagrams (UDP_GRO); they are
 	// split again before the transport sees them.
@@ -66,6 +68,7 @@ type UDPLink struct {
 	sendFn, recvFn func(fd uintptr) bool
 	sHdr           []unix.Mmsghdr
 	sErr           syscall.Errno // first datagram the kernel refused in a sendmmsg
+	idFix          []idFix       // ICRCs fixed for their GSO segment's IP ID, undone after the send
 	rN, rGot       int
 }
 
@@ -96,7 +99,7 @@ func ListenUDP(addr netip.AddrPort, o *UDPOptions) (*UDPLink, error) {
 	if o != nil {
 		opt = *o
 	} else {
-		opt.GSO = network == "udp6" // the automatic choice (see UDPOptions)
+		opt.GSO = true // the automatic choice (see UDPOptions)
 	}
 	if opt.Batch <= 0 {
 		opt.Batch = 64
@@ -220,6 +223,7 @@ func (l *UDPLink) Send(bufs [][]byte, dst netip.AddrPort) error {
 				ni++
 			}
 			if j-i > 1 {
+				l.fixIDs(bufs[i:j])
 				c := l.sctl[nc : nc+unix.CmsgSpace(2)]
 				ch := (*unix.Cmsghdr)(unsafe.Pointer(&c[0]))
 				ch.Level = unix.IPPROTO_UDP
@@ -233,7 +237,9 @@ func (l *UDPLink) Send(bufs [][]byte, dst netip.AddrPort) error {
 			nh++
 			i = j
 		}
-		if err := l.sendmmsg(nh); err != nil {
+		err := l.sendmmsg(nh)
+		l.unfixIDs()
+		if err != nil {
 			if errors.Is(err, ErrLinkClosed) {
 				return err
 			}
@@ -244,6 +250,43 @@ func (l *UDPLink) Send(bufs [][]byte, dst netip.AddrPort) error {
 		bufs = bufs[i:]
 	}
 	return sendErr
+}
+
+// idFix is one packet whose ICRC fixIDs changed.
+type idFix struct {
+	icrc  []byte // the packet's ICRC field
+	delta uint32
+}
+
+// fixIDs makes the ICRCs of a GSO run right for the IP IDs the kernel gives its
+// segments. A super-datagram from an unconnected IPv4 socket with DF leaves with ID 0
+// (ip_select_ident) and segmentation numbers the segments 0, 1, 2… (inet_gso_segment),
+// while each packet's ICRC was computed with ID 0; segment k's is fixed by the
+// difference ID k makes (roce.ICRCIPv4IDDelta), so a receiver that checks the real ID,
+// as rxe does, accepts every segment. The packets are the caller's: unfixIDs restores
+// them once the kernel has copied them. IPv6 has no ID.
+func (l *UDPLink) fixIDs(run [][]byte) {
+	if !l.local.Addr().Is4() {
+		return
+	}
+	for k := 1; k < len(run); k++ {
+		b := run[k]
+		if len(b) < roce.BTHLen+roce.ICRCLen {
+			continue
+		}
+		f := idFix{icrc: b[len(b)-roce.ICRCLen:], delta: roce.ICRCIPv4IDDelta(uint16(k), len(b)-roce.ICRCLen)}
+		binary.LittleEndian.PutUint32(f.icrc, binary.LittleEndian.Uint32(f.icrc)^f.delta)
+		l.idFix = append(l.idFix, f)
+	}
+}
+
+// unfixIDs gives the packets fixIDs changed their ICRCs for ID 0 back.
+func (l *UDPLink) unfixIDs() {
+	for _, f := range l.idFix {
+		binary.LittleEndian.PutUint32(f.icrc, binary.LittleEndian.Uint32(f.icrc)^f.delta)
+	}
+	clear(l.idFix)
+	l.idFix = l.idFix[:0]
 }
 
 func (l *UDPLink) doSend(fd uintptr) bool {
