@@ -103,7 +103,7 @@ func ParseArgs(args []string, errOut io.Writer) (Options, error) {
 	fs.StringVar(&o.LogFile, "log", "", "append the log to this file (default stderr, which a detached daemon does not have)")
 	fs.BoolVar(&o.LogJSON, "log-json", false, "log JSON records (log/slog) instead of key=value text")
 	fs.BoolVar(&o.StrictICRC, "strict-icrc", false, "RoCEv2: check every IPv4 ICRC exactly (IP ID 0) instead of solving for the sender's IP ID; "+
-		"right when no peer is the kernel's rxe over IPv4 (rxe sends non-zero IDs), and it catches all corruption")
+		"right when every peer sends ID 0 (not rxe over IPv4, not a softrnic sending GSO), and it catches all corruption")
 	fs.StringVar(&o.Group, "group", "", "RoCEv2 device: the group that may attach to it (attach socket mode 0660; default: only the daemon's user)")
 	steerMode := fs.String("steer", "auto", "RoCEv2 device: how packets reach attached processes: auto (BPF, else relay), bpf or relay")
 	fs.IntVar(&o.MaxProcs, "max-procs", 63, "RoCEv2 device: most attached processes at once")
