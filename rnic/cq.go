@@ -24,6 +24,16 @@ type CQ struct {
 	ch       chan struct{}
 	handler  func(*CQ)
 	destroy  bool
+
+	// Wait's poller wake-up (see pollWaker): the first Wait that blocks makes pw; one Wait
+	// at a time blocks on it (pwBusy), others on ch. The end of the context of the last
+	// Wait that blocked on pw (whose Done channel is pwDone) signals pw (pwStop unregisters
+	// that).
+	pw      *pollWaker
+	pwTried bool
+	pwBusy  bool
+	pwDone  <-chan struct{}
+	pwStop  func() bool
 }
 
 const (
@@ -106,19 +116,47 @@ func (cq *CQ) SetHandler(h func(*CQ)) {
 }
 
 // Wait polls into wc, blocking until at least one completion is available or ctx ends.
-// It arms the CQ; several goroutines may wait on one CQ (a waiter that leaves completions
-// behind passes the wake-up on).
+// Several goroutines may wait on one CQ (a waiter that leaves completions behind passes
+// the wake-up on).
+//
+// On Linux one waiter at a time blocks in the runtime's network poller (on an eventfd the
+// CQ opens at its first blocking Wait and closes at Destroy) rather than on a channel: the
+// transport goroutine that completes work then hands the processor to the waiter without
+// the runtime also waking an idle thread, which on a small machine costs more than the
+// rest of a round trip (see pollWaker). Such a Wait leaves the CQ's arming (Arm, C, the
+// handler) alone; one that blocks on the channel (the other waiters, other systems) arms
+// the CQ for the next completion.
 func (cq *CQ) Wait(ctx context.Context, wc []Completion) (int, error) {
 	for {
 		n, err := cq.Poll(wc)
 		if n > 0 && cq.Len() > 0 {
-			select {
-			case cq.ch <- struct{}{}:
-			default:
-			}
+			cq.passOn()
 		}
 		if n > 0 || err != nil {
 			return n, err
+		}
+		pw, again := cq.takeWaker(ctx)
+		if again {
+			continue
+		}
+		if pw != nil {
+			err := pw.wait()
+			cq.mu.Lock()
+			cq.pwBusy = false
+			cq.mu.Unlock()
+			if err != nil {
+				return 0, ErrClosed
+			}
+			if n, err := cq.Poll(wc); n > 0 || err != nil {
+				if n > 0 && cq.Len() > 0 {
+					cq.passOn()
+				}
+				return n, err
+			}
+			if err := ctx.Err(); err != nil {
+				return 0, err
+			}
+			continue
 		}
 		cq.Arm(false)
 		if n, err = cq.Poll(wc); n > 0 || err != nil {
@@ -132,11 +170,81 @@ func (cq *CQ) Wait(ctx context.Context, wc []Completion) (int, error) {
 	}
 }
 
+// passOn wakes another waiter for the completions a waiter left behind.
+func (cq *CQ) passOn() {
+	cq.mu.Lock()
+	pw := cq.pw
+	if !cq.pwBusy {
+		pw = nil
+	}
+	cq.mu.Unlock()
+	if pw != nil {
+		pw.signal()
+	}
+	select {
+	case cq.ch <- struct{}{}:
+	default:
+	}
+}
+
+// takeWaker returns the poller wake-up a Wait may block on, or nil when it
+// must block on the channel (no eventfd, or another Wait blocks on it); again reports that
+// completions arrived meanwhile (poll again).
+func (cq *CQ) takeWaker(ctx context.Context) (pw *pollWaker, again bool) {
+	cq.mu.Lock()
+	defer cq.mu.Unlock()
+	if !cq.pwTried && !cq.destroy {
+		cq.pwTried = true
+		cq.pw = newPollWaker()
+	}
+	if cq.pw == nil || cq.pwBusy || cq.destroy {
+		return nil, false
+	}
+	if cq.n > 0 || cq.overflow {
+		return nil, true
+	}
+	if done := ctx.Done(); done != nil && done != cq.pwDone {
+		// Callers pass the same context to Wait after Wait: register once per context.
+		if cq.pwStop != nil {
+			cq.pwStop()
+		}
+		cq.pwDone, cq.pwStop = done, context.AfterFunc(ctx, cq.ctxDone)
+	}
+	if ctx.Err() != nil {
+		return nil, false // the channel path returns it
+	}
+	cq.pwBusy = true
+	cq.pw.arm()
+	return cq.pw, false
+}
+
+// ctxDone wakes the Wait blocked on the poller when its context ends.
+func (cq *CQ) ctxDone() {
+	cq.mu.Lock()
+	pw := cq.pw
+	cq.mu.Unlock()
+	if pw != nil {
+		pw.signal()
+	}
+}
+
 // Destroy releases the CQ. QPs using it must be destroyed first.
 func (cq *CQ) Destroy() error {
 	cq.mu.Lock()
 	cq.destroy = true
+	if cq.pwStop != nil {
+		cq.pwStop()
+		cq.pwDone, cq.pwStop = nil, nil
+	}
+	pw := cq.pw
+	if cq.pwBusy {
+		pw = nil // the blocked Wait still reads it; the garbage collector closes it
+	}
+	cq.pw = nil
 	cq.mu.Unlock()
+	if pw != nil {
+		pw.close()
+	}
 	cq.dev.cqs.del(cq.num)
 	return nil
 }
@@ -175,7 +283,14 @@ func (cq *CQ) push(c *Completion) (fire, lost bool) {
 		}
 	}
 	fire = fire && cq.handler != nil
+	var pw *pollWaker
+	if cq.pwBusy {
+		pw = cq.pw
+	}
 	cq.mu.Unlock()
+	if pw != nil {
+		pw.signal()
+	}
 	return fire, false
 }
 
