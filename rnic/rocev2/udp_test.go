@@ -116,18 +116,18 @@ func TestListenUDPNeedsAddress(t *testing.T) {
 }
 
 // TestUDPOffloadChoice: nil options choose GSO (over IPv4 each segment's ICRC is fixed
-// for its IP ID) and no GRO; explicit options are taken as given.
+// for its IP ID) and GRO; explicit options are taken as given.
 func TestUDPOffloadChoice(t *testing.T) {
 	for _, tc := range []struct {
-		addr    string
-		opt     *UDPOptions
-		wantGSO bool
+		addr             string
+		opt              *UDPOptions
+		wantGSO, wantGRO bool
 	}{
-		{"127.0.0.1:0", nil, true},
-		{"127.0.0.1:0", &UDPOptions{}, false},
-		{"[::1]:0", nil, true},
-		{"[::1]:0", &UDPOptions{}, false},
-		{"127.0.0.1:0", &UDPOptions{GSO: true}, true},
+		{"127.0.0.1:0", nil, true, true},
+		{"127.0.0.1:0", &UDPOptions{}, false, false},
+		{"127.0.0.1:0", &UDPOptions{GSO: true}, true, false},
+		{"[::1]:0", nil, true, true},
+		{"[::1]:0", &UDPOptions{GRO: true}, false, true},
 	} {
 		l, err := ListenUDP(netip.MustParseAddrPort(tc.addr), tc.opt)
 		if err != nil {
@@ -138,8 +138,8 @@ func TestUDPOffloadChoice(t *testing.T) {
 		}
 		gso, gro := l.GSO(), l.GRO()
 		l.Close()
-		if gso != tc.wantGSO || gro {
-			t.Errorf("%s %+v: GSO %v GRO %v, want GSO %v and no GRO", tc.addr, tc.opt, gso, gro, tc.wantGSO)
+		if gso != tc.wantGSO || gro != tc.wantGRO {
+			t.Errorf("%s %+v: GSO %v GRO %v, want GSO %v GRO %v", tc.addr, tc.opt, gso, gro, tc.wantGSO, tc.wantGRO)
 		}
 	}
 }
