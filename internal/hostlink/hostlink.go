@@ -52,12 +52,17 @@ type Options struct {
 	XDPMode afxdp.Mode
 	// PCAP is the capture file ("": none).
 	PCAP string
+	// UDPOffload overrides the RoCEv2 UDP link's automatic offloads (rocev2.ListenUDP):
+	// "" or "auto" keeps them, "none" turns GSO and GRO off, "gso", "gro" or "gso,gro"
+	// turn on just those.
+	UDPOffload string
 }
 
 // FlagUsage documents the flags, for a tool's usage text.
 const FlagUsage = `  --xdp NETDEV            carry iWARP (user-space TCP) and RoCEv2 over an AF_XDP port on NETDEV (root)
   --xdp-mode MODE         XDP attach mode: auto, driver or generic
   --pcap FILE             record every packet the device sends and receives (pcapng)
+  --udp-offload LIST      RoCEv2 UDP link offloads: auto (GSO and GRO), none, gso, gro or gso,gro
 `
 
 // Flag registers --xdp, --xdp-mode and --pcap on fs.
@@ -65,6 +70,9 @@ func (o *Options) Flag(fs *flag.FlagSet) {
 	fs.StringVar(&o.XDP, "xdp", "", "carry iWARP and RoCEv2 over an AF_XDP port on this netdev")
 	fs.Func("xdp-mode", "XDP attach mode: auto, driver or generic", func(v string) error { return o.setMode(v) })
 	fs.StringVar(&o.PCAP, "pcap", "", "record every packet the device sends and receives in this pcapng file")
+	fs.Func("udp-offload", "RoCEv2 UDP link offloads: auto (GSO and GRO), none, gso, gro or gso,gro", func(v string) error {
+		return o.Set("udp-offload", v)
+	})
 }
 
 // Arg parses one of the flags at args[0] for a hand-written parser ("--xdp eth0",
@@ -75,7 +83,7 @@ func (o *Options) Arg(args []string) (int, error) {
 		return 0, nil
 	}
 	name, val, eq := strings.Cut(strings.TrimLeft(args[0], "-"), "=")
-	if !strings.HasPrefix(args[0], "-") || (name != "xdp" && name != "xdp-mode" && name != "pcap") {
+	if !strings.HasPrefix(args[0], "-") || (name != "xdp" && name != "xdp-mode" && name != "pcap" && name != "udp-offload") {
 		return 0, nil
 	}
 	n := 1
@@ -91,9 +99,14 @@ func (o *Options) Arg(args []string) (int, error) {
 	return n, nil
 }
 
-// Set sets the option named name ("xdp", "xdp-mode" or "pcap") to val.
+// Set sets the option named name ("xdp", "xdp-mode", "pcap" or "udp-offload") to val.
 func (o *Options) Set(name, val string) error {
 	switch name {
+	case "udp-offload":
+		if _, err := udpOptions(val); err != nil {
+			return err
+		}
+		o.UDPOffload = val
 	case "xdp":
 		o.XDP = val
 	case "pcap":
@@ -118,6 +131,28 @@ func (o *Options) setMode(v string) error {
 		return fmt.Errorf("--xdp-mode %q: want auto, driver or generic", v)
 	}
 	return nil
+}
+
+// udpOptions parses --udp-offload: nil for the automatic choice.
+func udpOptions(v string) (*rocev2.UDPOptions, error) {
+	if v == "" || v == "auto" {
+		return nil, nil
+	}
+	var u rocev2.UDPOptions
+	if v == "none" {
+		return &u, nil
+	}
+	for _, f := range strings.Split(v, ",") {
+		switch f {
+		case "gso":
+			u.GSO = true
+		case "gro":
+			u.GRO = true
+		default:
+			return nil, fmt.Errorf("--udp-offload %q: want auto, none, gso, gro or gso,gro", v)
+		}
+	}
+	return &u, nil
 }
 
 // Host is the datapath and capture of one program.
@@ -255,6 +290,9 @@ func parseLocal(local string) netip.Addr {
 func (h *Host) CM(network, local string, co *cm.Options) (string, error) {
 	if h.o.XDP == "" {
 		co.Capture = h.w
+		if co.UDP == nil {
+			co.UDP, _ = udpOptions(h.o.UDPOffload) // checked by Set
+		}
 		return local, nil
 	}
 	p, st, err := h.xdpPort(parseLocal(local))
@@ -348,6 +386,9 @@ func (h *Host) RoCELink(ap netip.AddrPort, udp *rocev2.UDPOptions) (rocev2.Link,
 			return nil, err
 		}
 		return xdp.New(xdp.Options{Port: p, Addr: netip.AddrPortFrom(p.Addr(), ap.Port())})
+	}
+	if udp == nil {
+		udp, _ = udpOptions(h.o.UDPOffload) // checked by Set
 	}
 	l, err := rocev2.ListenUDP(ap, udp)
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/softrnic/softrnic/rnic"
 	"github.com/softrnic/softrnic/rnic/cm"
 	"github.com/softrnic/softrnic/rnic/iwarp"
+	"github.com/softrnic/softrnic/rnic/rocev2"
 )
 
 func TestArgAndFlag(t *testing.T) {
@@ -29,6 +30,9 @@ func TestArgAndFlag(t *testing.T) {
 		{[]string{"--xdp-mode", "generic"}, 2, Options{XDPMode: afxdp.ModeGeneric}, false},
 		{[]string{"--xdp-mode=native"}, 0, Options{}, true},
 		{[]string{"--pcap"}, 0, Options{}, true},
+		{[]string{"--udp-offload", "gso"}, 2, Options{UDPOffload: "gso"}, false},
+		{[]string{"--udp-offload=gro,gso"}, 1, Options{UDPOffload: "gro,gso"}, false},
+		{[]string{"--udp-offload", "tso"}, 0, Options{}, true},
 		{[]string{"-s"}, 0, Options{}, false},
 		{[]string{"xdp"}, 0, Options{}, false},
 		{nil, 0, Options{}, false},
@@ -147,5 +151,36 @@ func (e *end) write(t *testing.T, to *end) {
 	var wc [1]rnic.Completion
 	if _, err := e.cq.Wait(ctx, wc[:]); err != nil || wc[0].Status != rnic.StatusSuccess {
 		t.Fatalf("write: %v %+v", err, wc[0])
+	}
+}
+
+// TestUDPOffloadOverride: --udp-offload overrides the RoCEv2 UDP link's automatic GSO
+// and GRO, for the daemon's link (RoCELink) and the tools' (CM's cm.Options.UDP).
+func TestUDPOffloadOverride(t *testing.T) {
+	for _, tc := range []struct {
+		v        string
+		gso, gro bool
+	}{{"", true, true}, {"auto", true, true}, {"none", false, false}, {"gso", true, false}, {"gro", false, true}} {
+		h, err := Open(Options{UDPOffload: tc.v})
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, err := h.RoCELink(netip.MustParseAddrPort("127.0.0.1:0"), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		u := l.(*rocev2.UDPLink)
+		if u.GSO() != tc.gso || u.GRO() != tc.gro {
+			t.Errorf("--udp-offload %q: GSO %v GRO %v, want %v %v", tc.v, u.GSO(), u.GRO(), tc.gso, tc.gro)
+		}
+		l.Close()
+		var co cm.Options
+		if _, err := h.CM(cm.RoCEv2, "127.0.0.1", &co); err != nil {
+			t.Fatal(err)
+		}
+		if want, _ := udpOptions(tc.v); (co.UDP == nil) != (want == nil) || want != nil && *co.UDP != *want {
+			t.Errorf("--udp-offload %q: cm.Options.UDP %+v", tc.v, co.UDP)
+		}
+		h.Close()
 	}
 }

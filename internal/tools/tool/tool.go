@@ -66,12 +66,12 @@ func Main[O any](name string, args []string, parse func([]string) (O, error), us
 
 // LinkOpts are the options of the process's datapath and capture (--xdp, --xdp-mode,
 // --pcap; internal/hostlink) for a tool's Getopt table; SetLink takes their values.
-var LinkOpts = []Opt{{Long: "xdp", Arg: true}, {Long: "xdp-mode", Arg: true}, {Long: "pcap", Arg: true}}
+var LinkOpts = []Opt{{Long: "xdp", Arg: true}, {Long: "xdp-mode", Arg: true}, {Long: "pcap", Arg: true}, {Long: "udp-offload", Arg: true}}
 
 // SetLink stores a found option into l when it is one of LinkOpts, reporting whether it was.
 func SetLink(l *hostlink.Options, a Arg) (bool, error) {
 	switch a.Long {
-	case "xdp", "xdp-mode", "pcap":
+	case "xdp", "xdp-mode", "pcap", "udp-offload":
 		return true, l.Set(a.Long, a.Value)
 	}
 	return false, nil
