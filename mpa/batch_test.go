@@ -250,3 +250,62 @@ func TestTryFlush(t *testing.T) {
 		t.Fatal("batch kept after an error")
 	}
 }
+
+// fpduChunks returns one chunk (an FPDU as the peer wrote it) per Read at most, and
+// counts the calls.
+type fpduChunks struct {
+	chunks [][]byte
+	calls  int
+}
+
+func (c *fpduChunks) Read(p []byte) (int, error) {
+	c.calls++
+	if len(c.chunks) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(p, c.chunks[0])
+	if c.chunks[0] = c.chunks[0][n:]; len(c.chunks[0]) == 0 {
+		c.chunks = c.chunks[1:]
+	}
+	return n, nil
+}
+
+// TestReaderMediumFPDUs: FPDUs larger than the small buffer that the large one holds
+// whole (a 4 KiB Read Response, say) arriving one at a time take one read each once the
+// Reader has seen one, not a small read and a second for the rest; small FPDUs after them
+// take the small buffer again.
+func TestReaderMediumFPDUs(t *testing.T) {
+	cr := &fpduChunks{}
+	for i := range 10 {
+		u := make([]byte, 4096+i)
+		u[0] = byte(i)
+		cr.chunks = append(cr.chunks, AppendFPDU(nil, true, u))
+	}
+	for range 3 {
+		cr.chunks = append(cr.chunks, AppendFPDU(nil, true, make([]byte, 40)))
+	}
+	r := NewReader(cr, FramingOptions{CRC: true, ReadBuffer: 8 << 10})
+	buf := make([]byte, 8192)
+	for i := range 13 {
+		before := cr.calls
+		n, err := r.Next()
+		if err == nil {
+			err = r.ReadFull(buf[:n])
+		}
+		if err == nil {
+			err = r.End()
+		}
+		if err != nil {
+			t.Fatalf("FPDU %d: %v", i, err)
+		}
+		if i < 10 && buf[0] != byte(i) {
+			t.Fatalf("FPDU %d: payload % x", i, buf[:4])
+		}
+		if reads := cr.calls - before; i > 0 && reads != 1 {
+			t.Fatalf("FPDU %d (ULPDU %d) took %d reads", i, n, reads)
+		}
+	}
+	if r.big != nil {
+		t.Fatal("the large buffer is kept after small FPDUs")
+	}
+}

@@ -80,6 +80,7 @@ type Reader struct {
 	big       *[]byte // the large buffer, from readBufPool(size), or nil
 	small     [smallBuffer]byte
 	lastFill  int // octets the last refill of buf brought in
+	lastULP   int // ULPDU_Length of the last FPDU started
 	direct    int
 	pos       uint32 // stream position of the next unread octet
 	fpduStart uint32
@@ -138,15 +139,18 @@ func (fr *Reader) Release() {
 }
 
 // refillBuffer picks the buffer for a refill of the empty buffer: the large one
-// after a refill that filled the small one, the small one again after a refill that
-// brought less than the small one holds.
+// after a refill that filled the small one or after an FPDU larger than the small one
+// that the large one holds whole (the next one is likely alike: one read then takes it
+// all, where the small one would take its start and a second, direct read the rest), the
+// small one again after a refill that brought less than the small one holds.
 func (fr *Reader) refillBuffer() {
 	fr.rp, fr.wp = 0, 0
+	medium := fr.lastULP > len(fr.small) && FPDULen(fr.lastULP) <= fr.size
 	switch {
-	case fr.big == nil && fr.lastFill == len(fr.small) && fr.size > len(fr.small):
+	case fr.big == nil && (fr.lastFill == len(fr.small) || medium) && fr.size > len(fr.small):
 		fr.big = readBufPool(fr.size).Get().(*[]byte)
 		fr.buf = *fr.big
-	case fr.big != nil && fr.lastFill < len(fr.small):
+	case fr.big != nil && fr.lastFill < len(fr.small) && !medium:
 		fr.Release()
 	}
 }
@@ -340,6 +344,7 @@ func (fr *Reader) Next() (int, error) {
 		return 0, fr.fail(err)
 	}
 	fr.ulpLen = int(binary.BigEndian.Uint16(l))
+	fr.lastULP = fr.ulpLen
 	fr.remain = fr.ulpLen
 	fr.in = true
 	return fr.ulpLen, nil
