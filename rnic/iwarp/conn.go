@@ -10,6 +10,7 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/softrnic/softrnic/ddp"
@@ -69,9 +70,9 @@ type Conn struct {
 	hdr      [96]byte
 	pieces   [][]byte
 	held     *rnic.SendWQE
-	tw       *writevState                     // the receiver's non-blocking writes (respond); nil: none
-	tryWrite func(bufs [][]byte) (int, error) // tw.tryWritev
-	holding  atomic.Bool                      // held != nil (see hold)
+	twRC     syscall.RawConn // the socket of the receiver's non-blocking writes (respond), at its first response
+	twNo     bool            // nc has none (not a *net.TCPConn)
+	holding  atomic.Bool     // held != nil (see hold)
 	reqID    uint32
 
 	// receiver-owned
@@ -119,9 +120,6 @@ func newConn(qp *rnic.QP, nc net.Conn, cfg Config, p mpa.Params, initiator bool,
 	rx.ReadBuffer = rxReadBuffer
 	c.rd = mpa.NewReader(rxStream(nc), rx)
 	c.wr = mpa.NewWriter(nc, p.TxFraming())
-	if c.tw = txTry(nc); c.tw != nil {
-		c.tryWrite = c.tw.tryWritev
-	}
 	for i := range c.txMSN {
 		c.txMSN[i] = ddp.InitialMSN
 		c.rxMSN[i] = ddp.InitialMSN

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"sync"
 	"syscall"
 	"time"
 
@@ -46,10 +47,10 @@ func rxStream(nc net.Conn) io.Reader {
 	return v
 }
 
-// txTry returns the non-blocking vectored write of the receiver's inline responses (see
-// respond) for a TCP connection, else nil: a wrapper (package capture's, say) must see
-// every write, and another stack has no socket to write to directly.
-func txTry(nc net.Conn) *writevState {
+// txTry returns the socket for the receiver's inline responses (see respond) of a TCP
+// connection, else nil: a wrapper (package capture's, say) must see every write, and
+// another stack has no socket to write to directly.
+func txTry(nc net.Conn) syscall.RawConn {
 	tc, ok := nc.(*net.TCPConn)
 	if !ok {
 		return nil
@@ -58,10 +59,16 @@ func txTry(nc net.Conn) *writevState {
 	if err != nil {
 		return nil
 	}
-	s := &writevState{}
-	s.init(rc)
-	return s
+	return rc
 }
+
+// writevStates pools the non-blocking writev state (its iovecs), taken for one write: a
+// connection holds none.
+var writevStates = sync.Pool{New: func() any {
+	s := &writevState{}
+	s.init()
+	return s
+}}
 
 // ReadVectored implements mpa.VectoredReader.
 func (v *vecConn) ReadVectored(bufs [][]byte) (int, error) { return v.rv.readv(v.rc, bufs) }

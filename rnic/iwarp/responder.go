@@ -136,7 +136,11 @@ const inlineFPDUs = 16
 // hand-off — and the runtime's wake-up of an idle thread that comes with it — on the
 // critical path of every Read and atomic; otherwise it wakes the sender.
 func (c *Conn) respond() {
-	if c.tw == nil || !c.ready.Load() || !c.txMu.TryLock() {
+	if c.twRC == nil && !c.twNo {
+		c.twRC = txTry(c.nc)
+		c.twNo = c.twRC == nil
+	}
+	if c.twRC == nil || !c.ready.Load() || !c.txMu.TryLock() {
 		c.wake()
 		return
 	}
@@ -189,7 +193,11 @@ func (c *Conn) respondInline() (more bool) {
 	if c.wr.Buffered() == 0 {
 		return more
 	}
-	done, err := c.wr.TryFlush(c.tryWrite)
+	tw := writevStates.Get().(*writevState)
+	tw.rc = c.twRC
+	done, err := c.wr.TryFlush(tw.try)
+	tw.rc = nil
+	writevStates.Put(tw)
 	if err != nil {
 		c.txFail(err)
 		return false

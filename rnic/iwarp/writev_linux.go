@@ -14,11 +14,12 @@ type writevState struct {
 	n   int
 	err error
 	fn  func(fd uintptr) bool
+	try func(bufs [][]byte) (int, error) // tryWritev, made once
 }
 
-func (s *writevState) init(rc syscall.RawConn) {
-	s.rc = rc
+func (s *writevState) init() {
 	s.fn = s.do
+	s.try = s.tryWritev
 }
 
 func (s *writevState) do(fd uintptr) bool {
