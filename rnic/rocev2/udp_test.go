@@ -143,3 +143,65 @@ func TestUDPOffloadChoice(t *testing.T) {
 		}
 	}
 }
+
+// TestUDPGROSeveralDatagrams: with several coalesced datagrams waiting, Recv hands
+// out every packet once, in order and with its size and bytes, also to a caller
+// whose batch ends inside a datagram.
+func TestUDPGROSeveralDatagrams(t *testing.T) {
+	o := UDPOptions{GSO: true, GRO: true}
+	tx, err := ListenUDP(netip.MustParseAddrPort("127.0.0.1:0"), &o)
+	if err != nil {
+		t.Skip("no UDP socket:", err)
+	}
+	defer tx.Close()
+	rx, err := ListenUDP(netip.MustParseAddrPort("127.0.0.1:0"), &o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rx.Close()
+	if !rx.GRO() || !tx.GSO() {
+		t.Skip("no UDP GSO/GRO")
+	}
+	// Runs of different sizes (each run's last packet shorter) so the kernel cannot
+	// coalesce them into one datagram; the packets' bytes number them.
+	var want [][]byte
+	for run, size := range []int{1000, 1500, 700, 1200, 300} {
+		var bufs [][]byte
+		for k := range 5 {
+			n := size
+			if k == 4 {
+				n = size / 2
+			}
+			b := bytes.Repeat([]byte{byte(len(want))}, n)
+			b[0] = byte(run)
+			bufs = append(bufs, b)
+			want = append(want, b)
+		}
+		if err := tx.Send(bufs, rx.LocalAddr()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bufs := make([][]byte, 3) // smaller than a datagram's segments
+	for i := range bufs {
+		bufs[i] = make([]byte, MaxPacket)
+	}
+	sizes := make([]int, len(bufs))
+	from := make([]netip.AddrPort, len(bufs))
+	for got := 0; got < len(want); {
+		n, err := rx.Recv(bufs, sizes, from)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range n {
+			if from[i] != tx.LocalAddr() {
+				t.Fatalf("packet %d from %v, want %v", got, from[i], tx.LocalAddr())
+			}
+			// the last 4 bytes are where an ICRC would be: Send fixes them for the
+			// GSO segment's IP ID
+			if sizes[i] != len(want[got]) || !bytes.Equal(bufs[i][:sizes[i]-roce.ICRCLen], want[got][:len(want[got])-roce.ICRCLen]) {
+				t.Fatalf("packet %d: %d bytes starting %v, want %d starting %v", got, sizes[i], bufs[i][:2], len(want[got]), want[got][:2])
+			}
+			got++
+		}
+	}
+}

@@ -62,10 +62,13 @@ type UDPLink struct {
 	rname []unix.RawSockaddrInet6
 	rctl  []byte
 	gbuf  [][]byte // GRO receive buffers
-	// split GRO datagrams not yet handed out
+	// split GRO datagrams not yet handed out: pend of the datagram in gbuf[pendMsg],
+	// then those after it up to pendN
 	pend     []byte
 	pendSeg  int
 	pendFrom netip.AddrPort
+	pendMsg  int
+	pendN    int
 
 	// preallocated syscall closures (a closure passed to RawConn escapes)
 	sendFn, recvFn func(fd uintptr) bool
@@ -405,7 +408,15 @@ func (l *UDPLink) recvGRO(bufs [][]byte, sizes []int, from []netip.AddrPort) (in
 	out := 0
 	// hand out pending segments first
 	for {
-		for len(l.pend) > 0 && out < len(bufs) {
+		for out < len(bufs) {
+			if len(l.pend) == 0 {
+				if l.pendMsg+1 >= l.pendN {
+					break
+				}
+				l.pendMsg++
+				l.nextGRO()
+				continue
+			}
 			k := min(l.pendSeg, len(l.pend))
 			sizes[out] = copy(bufs[out][:cap(bufs[out])], l.pend[:k])
 			from[out] = l.pendFrom
@@ -428,26 +439,37 @@ func (l *UDPLink) recvGRO(bufs [][]byte, sizes []int, from []netip.AddrPort) (in
 			l.rhdr[i].Hdr.Control = &l.rctl[i*cs]
 			l.rhdr[i].Hdr.SetControllen(cs)
 		}
-		got, err := l.recvmmsg(1) // one coalesced datagram at a time keeps the split simple
+		// Every coalesced datagram waiting, up to the GRO buffers: one receive batch
+		// then carries up to len(bufs) packets, so the transport's per-batch work (its
+		// coalesced ACKs) is spread over more packets.
+		got, err := l.recvmmsg(n)
 		if err != nil {
 			return 0, err
 		}
 		if got == 0 {
 			continue
 		}
-		h := &l.rhdr[0]
-		seg := int(h.Len)
-		if h.Hdr.Controllen >= uint64(unix.CmsgLen(4)) {
-			ch := (*unix.Cmsghdr)(unsafe.Pointer(&l.rctl[0]))
-			if ch.Level == unix.IPPROTO_UDP && ch.Type == udpGRO {
-				seg = int(binary.NativeEndian.Uint32(l.rctl[unix.CmsgLen(0):]))
-			}
-		}
-		if seg <= 0 {
-			seg = int(h.Len)
-		}
-		l.pend = l.gbuf[0][:h.Len]
-		l.pendSeg = seg
-		l.pendFrom = sockaddrToAddrPort(&l.rname[0])
+		l.pendMsg, l.pendN = 0, got
+		l.nextGRO()
 	}
+}
+
+// nextGRO makes the received datagram in gbuf[pendMsg] the one recvGRO splits.
+func (l *UDPLink) nextGRO() {
+	i := l.pendMsg
+	h := &l.rhdr[i]
+	seg := int(h.Len)
+	cs := unix.CmsgSpace(4)
+	if h.Hdr.Controllen >= uint64(unix.CmsgLen(4)) {
+		ch := (*unix.Cmsghdr)(unsafe.Pointer(&l.rctl[i*cs]))
+		if ch.Level == unix.IPPROTO_UDP && ch.Type == udpGRO {
+			seg = int(binary.NativeEndian.Uint32(l.rctl[i*cs+unix.CmsgLen(0):]))
+		}
+	}
+	if seg <= 0 {
+		seg = int(h.Len)
+	}
+	l.pend = l.gbuf[i][:h.Len]
+	l.pendSeg = seg
+	l.pendFrom = sockaddrToAddrPort(&l.rname[i])
 }
