@@ -112,6 +112,9 @@ type Conn struct {
 	responder // responder.go
 
 	txb *txBatch // while the goroutine has packets to send (from the endpoint's pool)
+	// finishTx's ICRC pseudo-header state for packets of txICRCLen bytes (0: none)
+	txICRCLen int
+	txICRC    uint32
 }
 
 // txBatch is one Link batch of packet buffers.

@@ -402,7 +402,18 @@ func (c *Conn) request(b []byte, e *sqe) ([]byte, bool) {
 	if payload {
 		c.qp.CountTx(n, 0)
 	}
-	return finish(b, n, c.local, c.remote), last
+	return c.finishTx(b, n), last
+}
+
+// finishTx is finish for the packets fill builds (under c.mu), with the ICRC's
+// pseudo-header state kept for the last packet length: a stream of full-sized
+// packets computes it once.
+func (c *Conn) finishTx(b []byte, n int) []byte {
+	b = roce.AppendPad(b, n)
+	if len(b) != c.txICRCLen {
+		c.txICRCLen, c.txICRC = len(b), icrcStart(c.local, c.remote, len(b))
+	}
+	return roce.AppendICRC(b, roce.ICRCAddTransport(c.txICRC, b))
 }
 
 // gather appends bytes [off, off+n) of segs to b (b has room: a packet buffer).

@@ -558,5 +558,5 @@ func (c *Conn) readResp(b []byte) []byte {
 		c.popJob()
 	}
 	c.qp.CountTx(n, 0)
-	return finish(b, n, c.local, c.remote)
+	return c.finishTx(b, n)
 }

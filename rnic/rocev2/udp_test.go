@@ -205,3 +205,16 @@ func TestUDPGROSeveralDatagrams(t *testing.T) {
 		}
 	}
 }
+
+// TestGSOIDDeltaTable: the link's per-length table gives roce.ICRCIPv4IDDelta for every
+// ID of a GSO run, also when the length changes.
+func TestGSOIDDeltaTable(t *testing.T) {
+	var l UDPLink
+	for _, n := range []int{4124, 36, 4124, 1052, 4124} {
+		for id := 1; id < 64; id++ {
+			if got, want := l.deltaFor(n, id), roce.ICRCIPv4IDDelta(uint16(id), n-roce.ICRCLen); got != want {
+				t.Fatalf("length %d ID %d: %#x, want %#x", n, id, got, want)
+			}
+		}
+	}
+}
