@@ -21,14 +21,15 @@ import (
 //
 // The eventfd is never read: its count is only a wake-up, the signals are counted in seq,
 // and the poller (edge-triggered) reports every write whatever the count. So a wait costs
-// no system call of its own, and a signal one write.
+// no system call of its own, and only the first signal of a wait writes: the ones after it
+// find the waiter woken already (a completion burst costs one write, not one each).
 type pollWaker struct {
 	f    *os.File
 	rc   syscall.RawConn
 	fn   func(fd uintptr) bool // rd, made once
 	wfn  func(fd uintptr) bool // wr, made once
 	seq  atomic.Uint64         // signals so far
-	seen uint64                // seq when the current wait was armed
+	seen atomic.Uint64         // seq when the current wait was armed
 	one  [8]byte
 }
 
@@ -50,21 +51,26 @@ func newPollWaker() *pollWaker {
 
 // arm starts a wait: signals from now on end it. The caller holds the CQ's lock, which a
 // signaller holds when it decides to signal, so no signal falls between the two.
-func (w *pollWaker) arm() { w.seen = w.seq.Load() }
+func (w *pollWaker) arm() { w.seen.Store(w.seq.Load()) }
 
 // rd is the read callback: done if a signal came since arm, else wait for the poller
 // (again: a readiness left by an older signal, or dropped by RawConn.Read as it began, is
 // no reason to stop; a signal counts before it writes, so its readiness comes after).
-func (w *pollWaker) rd(uintptr) bool { return w.seq.Load() != w.seen }
+func (w *pollWaker) rd(uintptr) bool { return w.seq.Load() != w.seen.Load() }
 
 // wait blocks until signal was called since arm (or the file is closed). One goroutine
 // at a time.
 func (w *pollWaker) wait() error { return w.rc.Read(w.fn) }
 
-// signal wakes the waiter. Through the RawConn, so a concurrent close cannot hand the
-// descriptor's number to another file first.
+// signal wakes the waiter: the first signal since arm writes, through the RawConn (so a
+// concurrent close cannot hand the descriptor's number to another file first); a later
+// one only counts. A signal that counts before an arm is one the armed waiter need not
+// see (the CQ's lock orders the completion it announces before the arm's check); one
+// that counts after it writes unless an earlier one already did.
 func (w *pollWaker) signal() {
-	w.seq.Add(1)
+	if w.seq.Add(1)-1 != w.seen.Load() {
+		return
+	}
 	_ = w.rc.Write(w.wfn)
 }
 
