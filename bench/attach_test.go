@@ -122,20 +122,22 @@ func attachedPair(b *testing.B, mode steer.Mode, size int) *writePair {
 	return p
 }
 
-// inProcessPair is two in-process devices on their own UDP sockets on 127.0.0.1 (the
-// socket options the attached links use: rocev2.ListenUDP's defaults).
-func inProcessPair(b *testing.B, size int) *writePair {
+// inProcessPair is two in-process devices on their own UDP sockets on 127.0.0.1, with
+// udp's offloads: those of an attached link (GSO; a steered socket takes no GRO) for the
+// steering's cost, or nil (rocev2.ListenUDP's defaults, GRO too) for what an attached
+// process gives up against a device of its own.
+func inProcessPair(b *testing.B, name string, udp *rocev2.UDPOptions, size int) *writePair {
 	b.Helper()
 	var devs [2]*rnic.Device
 	var ts [2]*cm.Transport
 	for i := range devs {
 		devs[i], _ = rnic.Open(rnic.Config{})
 		var err error
-		if ts[i], err = cm.Open(devs[i], cm.RoCEv2, "127.0.0.1:0", nil); err != nil {
+		if ts[i], err = cm.Open(devs[i], cm.RoCEv2, "127.0.0.1:0", &cm.Options{UDP: udp}); err != nil {
 			b.Fatal(err)
 		}
 	}
-	p := pairOn(b, "in-process", devs[0], devs[1], ts[0], ts[1], "127.0.0.1:%d@"+fmt.Sprint(ts[1].Endpoint().LocalAddr().Port()), size)
+	p := pairOn(b, name, devs[0], devs[1], ts[0], ts[1], "127.0.0.1:%d@"+fmt.Sprint(ts[1].Endpoint().LocalAddr().Port()), size)
 	p.close = func() {
 		for i := range devs {
 			ts[i].Close()
@@ -147,12 +149,16 @@ func inProcessPair(b *testing.B, size int) *writePair {
 
 // BenchmarkAttachedWrite measures RC RDMA WRITE bandwidth (64 KiB, 64 in flight) between
 // two devices attached to the daemon's device — BPF steering, and the relay — beside two
-// in-process devices on sockets of their own, in alternating rounds of the same run; it
-// reports each one's median MB/s over the rounds and the ratios to in-process (issue 11:
-// the steering path costs no copy; the relay's cost is measured).
+// in-process devices on sockets of their own with the attached links' offloads (GSO, no
+// GRO), in alternating rounds of the same run; it reports each one's median MB/s over the
+// rounds and the ratios to in-process (issue 11: the steering path costs no copy; the
+// relay's cost is measured). A third in-process pair with rocev2.ListenUDP's defaults
+// ("in-process-gro": GRO too, which a steered socket cannot use) shows what an attached
+// process gives up against a device of its own.
 func BenchmarkAttachedWrite(b *testing.B) {
 	const size, depth, perRound = 64 << 10, 64, 512 // 32 MiB per pair per round
-	pairs := []*writePair{inProcessPair(b, size), attachedPair(b, steer.ModeAuto, size), attachedPair(b, steer.ModeRelay, size)}
+	pairs := []*writePair{inProcessPair(b, "in-process", &rocev2.UDPOptions{GSO: true}, size), attachedPair(b, steer.ModeAuto, size),
+		attachedPair(b, steer.ModeRelay, size), inProcessPair(b, "in-process-gro", nil, size)}
 	defer func() {
 		for _, p := range pairs {
 			p.close()

@@ -77,6 +77,7 @@ var runs = []run{
 	{regexp: `^BenchmarkAttachedWrite$`, benchtime: "15x", rows: []row{
 		{"RC WRITE 64 KiB through the daemon's device (BPF) ÷ in-process", "BenchmarkAttachedWrite", "attached-bpf/in-process", "≥ 0.9", "higher"},
 		{"  through the relay ÷ in-process", "BenchmarkAttachedWrite", "attached-relay/in-process", "", "higher"},
+		{"  in-process with GRO (which steered sockets cannot use) ÷ in-process", "BenchmarkAttachedWrite", "in-process-gro/in-process", "", "higher"},
 	}},
 }
 

@@ -12,10 +12,11 @@ import (
 // Join makes the process's rocev2.Link of the descriptors the daemon's
 // Steerer.Add made for it, in Add's order: one UDP socket in the group
 // (ModeBPF, a rocev2.UDPLink) or the relay socket and a UDP send socket
-// (ModeRelay, a *RelayLink). UDP GRO is never enabled (see the package
-// doc). The link works on duplicates: the caller closes files.
+// (ModeRelay, a *RelayLink). With nil options the link sends with UDP GSO
+// (rocev2.ListenUDP's automatic choice); UDP GRO is never enabled (see the
+// package doc). The link works on duplicates: the caller closes files.
 func Join(files []*os.File, o *rocev2.UDPOptions) (rocev2.Link, error) {
-	var opt rocev2.UDPOptions
+	opt := rocev2.UDPOptions{GSO: true}
 	if o != nil {
 		opt = *o
 	}
