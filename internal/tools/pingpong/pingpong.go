@@ -298,6 +298,10 @@ func Run(ctx context.Context, o Options, stdout, _ io.Writer) error {
 		}
 		return err
 	}
-	defer r.close()
-	return r.run(ctx)
+	err = r.run(ctx)
+	r.close()
+	if err == nil && o.Peer == "" && o.Validate {
+		r.checkPages()
+	}
+	return err
 }
