@@ -500,6 +500,20 @@ func (s *session) exchangeRemote(ctx context.Context) error {
 
 // closeConnection is ctx_close_connection: the closing handshake and, over TCP, "done".
 func (s *session) closeConnection(ctx context.Context) error {
+	if s.server && s.o.commCM() {
+		// The server answers the client's closing message (xchg's order). The client
+		// disconnects as soon as it has the answer, and on a lossy link its ACK of the
+		// answer can come after its DREQ, which flushes our send: that is the client done
+		// with the session, not a failure.
+		if _, err := s.comm.recv(ctx, destLen); err != nil {
+			return fmt.Errorf("closing the connection: %w", err)
+		}
+		if err := s.comm.send(ctx, s.my[0].Append(nil)); err != nil && !errors.Is(err, errPeerClosed) &&
+			!errors.Is(err, rocev2.ErrPeerDisconnected) {
+			return fmt.Errorf("closing the connection: %w", err)
+		}
+		return nil
+	}
 	if err := s.sync(ctx, "closing the connection"); err != nil {
 		return err
 	}
