@@ -53,7 +53,14 @@ func rpingLoopback(t *testing.T, g *Guest, addr string, count, size int) {
 	if err != nil {
 		t.Fatalf("server: %v\n%s", err, Tail(sr.Output, 2000))
 	}
-	if cli.Code != 0 || sr.Code != 0 {
+	switch {
+	case cli.Code == 0 && sr.Code != 0 && strings.Contains(sr.Output, "wait for RDMA_READ_ADV state 10") &&
+		strings.Count(sr.Output, "ping data: rdma-ping-") == count:
+		// rping's own teardown race: the server, done with every ping, waits for one more
+		// advertisement and sees the client's disconnect first (exit 255); the ping lines
+		// below still show every iteration on both sides.
+		t.Logf("guest rping server saw the client's disconnect after all %d pings (rping's teardown race), exit %d", count, sr.Code)
+	case cli.Code != 0 || sr.Code != 0:
 		t.Fatalf("rping failed: client exit %d:\n%s\nserver exit %d:\n%s", cli.Code, Tail(cli.Output, 2000), sr.Code, Tail(sr.Output, 2000))
 	}
 	// rping -v prints one "ping data: rdma-ping-N: ..." line per iteration on both sides.
