@@ -405,73 +405,72 @@ func Do(ctx context.Context, path string, q Request) (Response, error) {
 	return c.do(ctx, q)
 }
 
+// getPages asks for page after page on one connection, starting with q: each decoded page
+// goes to page, which merges it and returns the query of the next page (more false: that
+// was the last); a next page must start beyond the previous one.
+func getPages(ctx context.Context, path string, q Query, page func(s Status) (next Query, more bool, err error)) error {
+	c, done, err := dial(ctx, path)
+	if err != nil {
+		return err
+	}
+	defer done()
+	for {
+		resp, err := c.do(ctx, Request{Op: OpGet, Pairs: q.Pairs()})
+		if err != nil {
+			return err
+		}
+		s, err := DecodeStatus(resp.Pairs)
+		if err != nil {
+			return err
+		}
+		next, more, err := page(s)
+		if err != nil || !more {
+			return err
+		}
+		if next.From <= q.From && next.ResFrom <= q.ResFrom {
+			return ErrMalformed // a page must move forward
+		}
+		q = next
+	}
+}
+
 // GetStatus reads the whole status of the daemon at path, asking for page after page of
 // QPs on one connection until the last. The device section (counters included) is the
 // last page's, so it is never older than the QPs' counters.
 func GetStatus(ctx context.Context, path string) (Status, error) {
-	c, done, err := dial(ctx, path)
+	var all Status
+	err := getPages(ctx, path, Query{}, func(s Status) (Query, bool, error) {
+		qps := append(all.QPs, s.QPs...)
+		all, all.QPs = s, qps
+		all.QPNext = 0
+		return Query{From: s.QPNext}, s.QPNextSet, nil
+	})
 	if err != nil {
 		return Status{}, err
 	}
-	defer done()
-	var all Status
-	var q Query
-	for {
-		resp, err := c.do(ctx, Request{Op: OpGet, Pairs: q.Pairs()})
-		if err != nil {
-			return Status{}, err
-		}
-		s, err := DecodeStatus(resp.Pairs)
-		if err != nil {
-			return Status{}, err
-		}
-		qps := append(all.QPs, s.QPs...)
-		all, all.QPs = s, qps
-		if !s.QPNextSet {
-			all.QPNext = 0
-			return all, nil
-		}
-		if s.QPNext <= q.From {
-			return Status{}, ErrMalformed // a page must move forward
-		}
-		q.From = s.QPNext
-	}
+	return all, nil
 }
 
 // GetRes lists the device's resources of one kind (ResKinds) across its processes,
 // asking for page after page on one connection; the device section is the last page's.
 func GetRes(ctx context.Context, path, kind string) (Status, error) {
-	c, done, err := dial(ctx, path)
+	var all Status
+	res := []Res{}
+	err := getPages(ctx, path, Query{Res: kind}, func(s Status) (Query, bool, error) {
+		for _, r := range s.Res {
+			if r.Kind != kind {
+				return Query{}, false, ErrMalformed
+			}
+		}
+		res = append(res, s.Res...)
+		all = s
+		return Query{Res: kind, ResFrom: s.ResNext}, s.ResNextSet, nil
+	})
 	if err != nil {
 		return Status{}, err
 	}
-	defer done()
-	all := []Res{}
-	q := Query{Res: kind}
-	for {
-		resp, err := c.do(ctx, Request{Op: OpGet, Pairs: q.Pairs()})
-		if err != nil {
-			return Status{}, err
-		}
-		s, err := DecodeStatus(resp.Pairs)
-		if err != nil {
-			return Status{}, err
-		}
-		for _, r := range s.Res {
-			if r.Kind != kind {
-				return Status{}, ErrMalformed
-			}
-		}
-		all = append(all, s.Res...)
-		if !s.ResNextSet {
-			s.Res = all
-			return s, nil
-		}
-		if s.ResNext <= q.ResFrom {
-			return Status{}, ErrMalformed // a page must move forward
-		}
-		q.ResFrom = s.ResNext
-	}
+	all.Res = res
+	return all, nil
 }
 
 // GetQP reads the status of QP qpn (an *Error with ENOENT when the daemon has none).
