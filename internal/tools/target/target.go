@@ -188,12 +188,11 @@ func Run(ctx context.Context, o Options, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	host := o.Addr
-	if host == "" && !o.RoCE {
-		host = "0.0.0.0"
-	}
+	host := o.Addr // iWARP: the listen address, every address when ""
 	if o.RoCE {
-		host = "" // the transport's address
+		host = "" // the transport's address (the link's, or the daemon device's)
+	} else if host == "" {
+		host = "0.0.0.0"
 	}
 	ln, err := t.Listen(net.JoinHostPort(host, strconv.Itoa(o.Port)))
 	if err != nil {
