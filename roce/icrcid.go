@@ -82,6 +82,42 @@ func icrcIDShiftInv(ibLen int) uint32 {
 	return v
 }
 
+// crcMulTable multiplies by a fixed polynomial b modulo P: entry [i][v] is the
+// product of b with the polynomial whose reflected bits are v<<(4i), so a·b is the
+// XOR of eight look-ups, one per nibble of a (crcMulMod takes 32 dependent steps).
+type crcMulTable [8][16]uint32
+
+func newCRCMulTable(b uint32) *crcMulTable {
+	t := new(crcMulTable)
+	for bit := 31; bit >= 0; bit-- { // reflected bit 31-k is x^k; b is x^k·b here
+		for v := range 16 {
+			if v>>(bit%4)&1 != 0 {
+				t[bit/4][v] ^= b
+			}
+		}
+		b = b>>1 ^ crcPolyRefl&-(b&1) // ·x
+	}
+	return t
+}
+
+func (t *crcMulTable) mul(a uint32) uint32 {
+	return t[0][a&15] ^ t[1][a>>4&15] ^ t[2][a>>8&15] ^ t[3][a>>12&15] ^
+		t[4][a>>16&15] ^ t[5][a>>20&15] ^ t[6][a>>24&15] ^ t[7][a>>28]
+}
+
+// icrcIDInvTab[ibLen] multiplies by icrcIDShiftInv(ibLen), built on the first
+// packet of that length that needs solving (512 bytes per length seen).
+var icrcIDInvTab [icrcIDCacheLen]atomic.Pointer[crcMulTable]
+
+func icrcIDInvTable(ibLen int) *crcMulTable {
+	t := icrcIDInvTab[ibLen].Load()
+	if t == nil {
+		t = newCRCMulTable(icrcIDShiftInv(ibLen))
+		icrcIDInvTab[ibLen].Store(t) // racing writers store equal tables
+	}
+	return t
+}
+
 // SolveICRCIPv4ID finds the IPv4 Identification under which a packet's
 // ICRC verifies, for receivers that see everything but the ID (a UDP
 // socket). crc0 is the ICRC computed with ID 0 (ICRCStartV4 with id 0,
@@ -98,7 +134,12 @@ func SolveICRCIPv4ID(crc0, got uint32, ibLen int) (id uint16, ok bool) {
 	if ibLen < 0 {
 		return 0, false
 	}
-	t := crcMulMod(s, icrcIDShiftInv(ibLen))
+	var t uint32
+	if ibLen < icrcIDCacheLen {
+		t = icrcIDInvTable(ibLen).mul(s)
+	} else {
+		t = crcMulMod(s, icrcIDShiftInv(ibLen))
+	}
 	if t&0xFFFF != 0 {
 		return 0, false
 	}

@@ -34,6 +34,20 @@ func TestCRCMulModBasics(t *testing.T) {
 	}
 }
 
+// crcMulTable multiplies as crcMulMod does.
+func TestCRCMulTable(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for range 200 {
+		b := rng.Uint32()
+		tab := newCRCMulTable(b)
+		for _, a := range []uint32{0, 1, crcOne, 0xffffffff, rng.Uint32(), rng.Uint32()} {
+			if got, want := tab.mul(a), crcMulMod(a, b); got != want {
+				t.Fatalf("%#08x·%#08x = %#08x, want %#08x", a, b, got, want)
+			}
+		}
+	}
+}
+
 // icrcDiffs returns the columns of M for a packet: the ICRC change caused by
 // each single ID bit, computed by brute force with ICRCv4.
 func icrcDiffs(src, dst [4]byte, sp, dp uint16, ib []byte) (c0 uint32, m [16]uint32) {
