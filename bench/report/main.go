@@ -1,9 +1,17 @@
-// Command report reruns the benchmarks behind issue 14's table and writes bench/RESULTS.md:
-// for each row the median (and range) over -count runs of a benchmark that measures its
-// baseline in the same run, with the date, the commit, the machine and the exact commands.
+// Command report reruns every benchmark table in bench/ and writes the pages that hold
+// them, each with the date, the commit, the machine and the exact commands: for each row the
+// median (and range) over -count runs of a benchmark that measures its baseline in the same
+// run.
 //
-//	go run ./bench/report              # -count 5, writes bench/RESULTS.md
-//	go run ./bench/report -count 7 -o /tmp/r.md
+//	go run ./bench/report                      # -count 5: RESULTS.md (issue 14's rows)
+//	go run ./bench/report -pages all           # every page (xdp needs root)
+//	go run ./bench/report -pages ops -count 3  # one page, three runs
+//
+// Pages (-pages, comma-separated, or "all"):
+//
+//	results  RESULTS.md  issue 14's goal rows
+//	ops      OPS.md      every iWARP operation and size beside raw TCP, the RoCEv2 sizes beside raw UDP
+//	xdp      XDP.md      iWARP and RoCEv2 over AF_XDP beside the kernel's TCP and UDP (root: network namespaces)
 //
 // It takes tens of minutes on a 2-core machine; run it on an idle one.
 package main
@@ -11,10 +19,12 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
@@ -22,7 +32,7 @@ import (
 	"time"
 )
 
-// row is one line of the table: a benchmark and the metric reported for it.
+// row is one line of a goal table: a benchmark and the metric reported for it.
 type row struct {
 	what   string // the case
 	bench  string // full sub-benchmark name without the -N suffix
@@ -31,17 +41,34 @@ type row struct {
 	better string // "higher" or "lower"
 }
 
-// run is one go test invocation: a -bench regexp and its -benchtime, or (test set) a
-// -run regexp whose tests print machine-readable lines (bench's TestManyQPs: "MANYQP
-// <transport> key=value ..."), run once per -count with env.
+// col is one column of a sweep table: a unit of the benchmark's output.
+type col struct {
+	metric, header string
+}
+
+// run is one go test invocation: a -bench regexp and its -benchtime in pkg (default
+// ./bench), or (test set) a -run regexp whose tests print machine-readable lines (bench's
+// TestManyQPs: "MANYQP <transport> key=value ..."), run once per -count with env. Its table
+// is either rows (goal rows) or, with cols, one line per sub-benchmark it ran, in order.
 type run struct {
 	regexp, benchtime string
+	pkg               string
 	rows              []row
+	cols              []col
+	title             string // a sweep table's heading
 	test              bool
 	env               []string
 }
 
-var runs = []run{
+// page is one generated markdown file.
+type page struct {
+	name, file, title string
+	intro             string // what is measured, before the tables
+	root              bool   // needs root (network namespaces, AF_XDP)
+	runs              []run
+}
+
+var resultsRuns = []run{
 	{regexp: `^BenchmarkLatency$/nocrc/64B`, benchtime: "20000x", rows: []row{
 		{"64 B SEND ping-pong RTT, one process, CRC off: TCP RTT ÷ softrnic RTT", "BenchmarkLatency/nocrc/64B", "x-tcp", "≥ 0.8", "higher"},
 		{"  softrnic RTT (ns)", "BenchmarkLatency/nocrc/64B", "ns/op", "", "lower"},
@@ -81,51 +108,188 @@ var runs = []run{
 	}},
 }
 
+// The columns of the iWARP sweeps: softrnic, its raw TCP baseline, the ratio, allocations.
+var (
+	tcpCols = []col{{"MB/s", "softrnic MB/s"}, {"tcp-MB/s", "raw TCP MB/s"}, {"x-tcp", "÷ TCP"}, {"B/op", "B/op"}, {"allocs/op", "allocs/op"}}
+	rttCols = []col{{"ns/op", "softrnic RTT ns"}, {"tcp-ns/op", "TCP RTT ns"}, {"x-tcp", "TCP RTT ÷ softrnic RTT"}, {"allocs/op", "allocs/op"}}
+)
+
+var pages = []page{
+	{name: "results", file: "RESULTS.md", title: "Benchmark results",
+		intro: "Issue 14's goal rows. Each value is the median over the runs of a benchmark that measures its\n" +
+			"baseline (raw TCP or UDP, or the in-process device) in the same run; the range is the lowest and\n" +
+			"highest run.",
+		runs: resultsRuns},
+	{name: "ops", file: "OPS.md", title: "Every operation and size",
+		intro: "RDMA WRITE, READ and SEND over one iWARP connection on loopback (MPA rev 2, CRC off and on, 256 in\n" +
+			"flight, every 32nd signaled) beside `Write`s of the same size on a loopback TCP connection in the\n" +
+			"same run; the 64 B SEND ping-pong beside a TCP ping-pong; RoCEv2 RC WRITE beside raw UDP GSO/GRO\n" +
+			"datagrams of the same socket code. See README.md for what each benchmark does. Medians over the\n" +
+			"runs, with ranges; B/op and allocs/op are the highest run's.",
+		runs: []run{
+			{regexp: `^Benchmark(Write|Read|Send)$`, benchtime: "1s", cols: tcpCols, title: "iWARP WRITE, READ and SEND ÷ raw TCP"},
+			{regexp: `^BenchmarkLatency$`, benchtime: "20000x", cols: rttCols, title: "64 B SEND ping-pong round trip"},
+			{regexp: `^BenchmarkRoCEv2Write$`, benchtime: "2000x", title: "RoCEv2 RC WRITE ÷ raw UDP GSO",
+				cols: []col{{"MB/s", "RoCEv2 MB/s"}, {"raw-MB/s", "raw UDP MB/s"}, {"ratio", "÷ raw UDP"}, {"allocs/op", "allocs/op"}}},
+		}},
+	{name: "xdp", file: "XDP.md", title: "AF_XDP beside the kernel's TCP and UDP", root: true,
+		intro: "Each benchmark builds two network namespaces joined by a fresh veth pair (MTU 1500, XDP in driver\n" +
+			"mode, copy mode: veth has no zero-copy) and tears them down. See README.md for what each one does.",
+		runs: []run{
+			{regexp: `^BenchmarkIWARPOverAFXDP$`, benchtime: "2s", title: "iWARP RDMA WRITE over AF_XDP (user-space TCP) beside iWARP over kernel TCP and raw kernel TCP",
+				cols: []col{{"MB/s", "AF_XDP MB/s"}, {"kernel-iwarp-MB/s", "kernel-TCP iWARP MB/s"}, {"raw-tcp-MB/s", "raw TCP MB/s"},
+					{"x-kernel-iwarp", "÷ kernel-TCP iWARP"}, {"x-raw-tcp", "÷ raw TCP"}}},
+			{regexp: `^BenchmarkTCP$`, benchtime: "2s", pkg: "./link/netstack", title: "user-space TCP over AF_XDP (link/netstack) beside kernel TCP",
+				cols: []col{{"ns/op", "AF_XDP ns/op"}, {"kernel-ns/op", "kernel ns/op"}, {"MB/s", "AF_XDP MB/s"}, {"kernel-MB/s", "kernel MB/s"}, {"x-kernel", "÷ kernel"}}},
+			{regexp: `^Benchmark(Link|RCWrite)$`, benchtime: "2s", pkg: "./rnic/rocev2/xdp", title: "RoCEv2 over AF_XDP (afxdp) beside the UDP link (udp)",
+				cols: []col{{"ns/op", "ns/op"}, {"MB/s", "MB/s"}, {"allocs/op", "allocs/op"}}},
+		}},
+}
+
 func main() {
 	count := flag.Int("count", 5, "runs of each benchmark (each with its baseline in the same run)")
-	out := flag.String("o", "bench/RESULTS.md", "the markdown file to write")
+	dir := flag.String("dir", "bench", "where the pages are written")
+	which := flag.String("pages", "results", `pages to regenerate, comma-separated: results, ops, xdp, or "all"`)
 	flag.Parse()
-	samples := map[string]map[string][]float64{} // bench → metric → values
-	var cmds []string
-	for _, r := range runs {
-		args := []string{"test", "-run", "^$", "-bench", r.regexp, "-benchtime", r.benchtime, "-count", strconv.Itoa(*count), "./bench"}
-		if r.test {
-			args = []string{"test", "-run", r.regexp, "-count", strconv.Itoa(*count), "-v", "./bench"}
+	sel, err := selectPages(*which)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "report:", err)
+		os.Exit(2)
+	}
+	for _, p := range sel {
+		if p.root && os.Geteuid() != 0 {
+			fmt.Fprintf(os.Stderr, "report: page %s needs root (network namespaces, AF_XDP)\n", p.name)
+			os.Exit(1)
 		}
-		cmds = append(cmds, strings.Join(append(r.env, "go "+strings.Join(quote(args), " ")), " "))
+	}
+	for _, p := range sel {
+		md, err := p.generate(*count)
+		if err == nil {
+			err = os.WriteFile(filepath.Join(*dir, p.file), md, 0o644)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "report:", err)
+			os.Exit(1)
+		}
+		fmt.Fprintln(os.Stderr, "report: wrote", filepath.Join(*dir, p.file))
+	}
+}
+
+// selectPages parses -pages.
+func selectPages(list string) ([]page, error) {
+	if list == "all" {
+		return pages, nil
+	}
+	var sel []page
+	for _, n := range strings.Split(list, ",") {
+		i := slices.IndexFunc(pages, func(p page) bool { return p.name == strings.TrimSpace(n) })
+		if i < 0 {
+			return nil, fmt.Errorf("unknown page %q", n)
+		}
+		sel = append(sel, pages[i])
+	}
+	if len(sel) == 0 {
+		return nil, errors.New("no page selected")
+	}
+	return sel, nil
+}
+
+// command is the go test invocation of r, run count times.
+func (r run) command(count int) []string {
+	pkg := r.pkg
+	if pkg == "" {
+		pkg = "./bench"
+	}
+	if r.test {
+		return []string{"test", "-run", r.regexp, "-count", strconv.Itoa(count), "-v", pkg}
+	}
+	return []string{"test", "-run", "^$", "-bench", r.regexp, "-benchtime", r.benchtime, "-benchmem", "-count", strconv.Itoa(count), pkg}
+}
+
+// generate runs the page's benchmarks and renders it.
+func (p page) generate(count int) ([]byte, error) {
+	samples := map[string]map[string][]float64{} // bench → metric → values
+	order := map[int][]string{}                  // run → the benchmarks it printed, in order
+	var cmds []string
+	for i, r := range p.runs {
+		args := r.command(count)
+		cmds = append(cmds, strings.Join(append(slices.Clone(r.env), "go "+strings.Join(quote(args), " ")), " "))
 		fmt.Fprintln(os.Stderr, "report:", cmds[len(cmds)-1])
 		cmd := exec.Command("go", args...)
 		cmd.Env = append(os.Environ(), r.env...)
 		cmd.Stderr = os.Stderr
 		b, err := cmd.Output()
 		if err != nil {
-			fmt.Fprintf(os.Stderr, "report: %v\n%s", err, b)
-			os.Exit(1)
+			return nil, fmt.Errorf("%s: %w\n%s", cmds[len(cmds)-1], err, b)
 		}
-		parse(b, samples)
+		order[i] = parse(b, samples)
 		parseManyQP(b, samples)
 	}
-	var md bytes.Buffer
 	commit := strings.TrimSpace(git("rev-parse", "--short", "HEAD"))
 	if strings.TrimSpace(git("status", "--porcelain", "--untracked-files=no")) != "" {
 		commit += " (with uncommitted changes)"
 	}
-	fmt.Fprintf(&md, "# Benchmark results (generated)\n\nWritten by `go run ./bench/report -count %d` on %s, commit %s; %s.\n\n",
-		*count, time.Now().UTC().Format("2006-01-02 15:04 UTC"), commit, machine())
-	fmt.Fprintf(&md, "Each value is the median over %d runs of a benchmark that measures its baseline (raw TCP or UDP,\n"+
-		"or the in-process device) in the same run; the range is the lowest and highest run. Do not edit by hand.\n\n", *count)
-	fmt.Fprintln(&md, "| case | median | range | goal (issue 14) | met |")
-	fmt.Fprintln(&md, "|---|---|---|---|---|")
-	for _, r := range runs {
-		for _, w := range r.rows {
-			v := samples[w.bench][w.metric]
-			if len(v) == 0 {
-				fmt.Fprintf(&md, "| %s | — | no samples | %s | |\n", w.what, w.goal)
-				continue
+	head := fmt.Sprintf("Written by `go run ./bench/report -pages %s -count %d` on %s, commit %s; %s.",
+		p.name, count, time.Now().UTC().Format("2006-01-02 15:04 UTC"), commit, machine())
+	return p.render(head, count, samples, order, cmds)
+}
+
+// render writes the page: head (who wrote it when), the goal rows, the sweep tables (a
+// line per benchmark in order[run]) and the commands.
+func (p page) render(head string, count int, samples map[string]map[string][]float64, order map[int][]string, cmds []string) ([]byte, error) {
+	var md bytes.Buffer
+	fmt.Fprintf(&md, "# %s (generated)\n\n%s\n\n", p.title, head)
+	fmt.Fprintf(&md, "%s %d runs each. Do not edit by hand.\n", p.intro, count)
+	if slices.ContainsFunc(p.runs, func(r run) bool { return r.rows != nil }) {
+		fmt.Fprintln(&md, "\n| case | median | range | goal (issue 14) | met |")
+		fmt.Fprintln(&md, "|---|---|---|---|---|")
+		for _, r := range p.runs {
+			for _, w := range r.rows {
+				v := samples[w.bench][w.metric]
+				if len(v) == 0 {
+					fmt.Fprintf(&md, "| %s | — | no samples | %s | |\n", w.what, w.goal)
+					continue
+				}
+				lo, med, hi := stats(v)
+				fmt.Fprintf(&md, "| %s | %s | %s–%s | %s | %s |\n", w.what, num(med), num(lo), num(hi), w.goal, met(med, w))
 			}
-			slices.Sort(v)
-			med := v[len(v)/2]
-			fmt.Fprintf(&md, "| %s | %s | %s–%s | %s | %s |\n", w.what, num(med), num(v[0]), num(v[len(v)-1]), w.goal, met(med, w))
+		}
+	}
+	for i, r := range p.runs {
+		if r.cols == nil {
+			continue
+		}
+		fmt.Fprintf(&md, "\n## %s\n\n| benchmark |", r.title)
+		for _, c := range r.cols {
+			fmt.Fprintf(&md, " %s |", c.header)
+		}
+		fmt.Fprint(&md, "\n|---|")
+		for range r.cols {
+			fmt.Fprint(&md, "---:|")
+		}
+		fmt.Fprintln(&md)
+		if len(order[i]) == 0 {
+			return nil, fmt.Errorf("%s: no benchmark lines", cmds[i])
+		}
+		for _, name := range order[i] {
+			fmt.Fprintf(&md, "| %s |", strings.TrimPrefix(name, "Benchmark"))
+			for k, c := range r.cols {
+				v := samples[name][c.metric]
+				switch {
+				case len(v) == 0:
+					fmt.Fprint(&md, " — |")
+				case c.metric == "allocs/op" || c.metric == "B/op": // the worst run
+					_, _, hi := stats(v)
+					fmt.Fprintf(&md, " %s |", strconv.FormatFloat(hi, 'f', 0, 64))
+				case k == 0 || len(v) == 1:
+					_, med, _ := stats(v)
+					fmt.Fprintf(&md, " %s |", num(med))
+				default:
+					lo, med, hi := stats(v)
+					fmt.Fprintf(&md, " %s (%s–%s) |", num(med), num(lo), num(hi))
+				}
+			}
+			fmt.Fprintln(&md)
 		}
 	}
 	fmt.Fprintln(&md, "\nCommands:\n\n```")
@@ -133,15 +297,18 @@ func main() {
 		fmt.Fprintln(&md, c)
 	}
 	fmt.Fprintln(&md, "```")
-	if err := os.WriteFile(*out, md.Bytes(), 0o644); err != nil {
-		fmt.Fprintln(os.Stderr, "report:", err)
-		os.Exit(1)
-	}
-	fmt.Fprintln(os.Stderr, "report: wrote", *out)
+	return md.Bytes(), nil
 }
 
-// parse reads benchmark lines: name-N, iterations, then value-unit pairs.
-func parse(b []byte, into map[string]map[string][]float64) {
+// stats returns the lowest, median and highest of v (sorted in place).
+func stats(v []float64) (lo, med, hi float64) {
+	slices.Sort(v)
+	return v[0], v[len(v)/2], v[len(v)-1]
+}
+
+// parse reads benchmark lines: name-N, iterations, then value-unit pairs. It returns the
+// benchmark names in the order they first appeared.
+func parse(b []byte, into map[string]map[string][]float64) (order []string) {
 	sc := bufio.NewScanner(bytes.NewReader(b))
 	for sc.Scan() {
 		f := strings.Fields(sc.Text())
@@ -154,6 +321,9 @@ func parse(b []byte, into map[string]map[string][]float64) {
 				name = name[:i]
 			}
 		}
+		if !slices.Contains(order, name) {
+			order = append(order, name)
+		}
 		if into[name] == nil {
 			into[name] = map[string][]float64{}
 		}
@@ -165,6 +335,7 @@ func parse(b []byte, into map[string]map[string][]float64) {
 			into[name][f[i+1]] = append(into[name][f[i+1]], v)
 		}
 	}
+	return order
 }
 
 // parseManyQP reads TestManyQPs' lines: "MANYQP <transport> qps=N heap_per_qp=B ...

@@ -1,6 +1,9 @@
 package main
 
-import "testing"
+import (
+	"bytes"
+	"testing"
+)
 
 func TestParseAndMet(t *testing.T) {
 	out := []byte(`goos: linux
@@ -30,5 +33,42 @@ PASS
 		if got := met(c.v, row{goal: c.goal}); got != c.want {
 			t.Errorf("met(%v, %q) = %q, want %q", c.v, c.goal, got, c.want)
 		}
+	}
+}
+
+func TestRenderSweep(t *testing.T) {
+	out := []byte(`BenchmarkWrite/nocrc/64B-2   100   500 ns/op   117.1 MB/s   35.0 tcp-MB/s   3.3 x-tcp   0 B/op   0 allocs/op
+BenchmarkWrite/nocrc/1MiB-2   100   500 ns/op   3000 MB/s   3100 tcp-MB/s   0.96 x-tcp   0 B/op   0 allocs/op
+BenchmarkWrite/nocrc/64B-2   100   500 ns/op   120.0 MB/s   36.0 tcp-MB/s   3.5 x-tcp   0 B/op   0 allocs/op
+BenchmarkWrite/nocrc/1MiB-2   100   500 ns/op   2900 MB/s   3200 tcp-MB/s   0.90 x-tcp   1 B/op   0 allocs/op
+BenchmarkWrite/nocrc/64B-2   100   500 ns/op   110.0 MB/s   34.0 tcp-MB/s   3.1 x-tcp   0 B/op   0 allocs/op
+`)
+	s := map[string]map[string][]float64{}
+	order := map[int][]string{0: parse(out, s)}
+	if len(order[0]) != 2 || order[0][0] != "BenchmarkWrite/nocrc/64B" || order[0][1] != "BenchmarkWrite/nocrc/1MiB" {
+		t.Fatalf("order %v", order[0])
+	}
+	p := page{title: "T", intro: "I.", runs: []run{{regexp: "x", cols: tcpCols, title: "sweep"}}}
+	md, err := p.render("head", 3, s, order, []string{"go test x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"| Write/nocrc/64B | 117.1 | 35.0 (34.0–36.0) | 3.30 (3.10–3.50) | 0 | 0 |",
+		"| Write/nocrc/1MiB | 3000 | 3200 (3100–3200) | 0.96 (0.90–0.96) | 1 | 0 |",
+		"I. 3 runs each.", "go test x",
+	} {
+		if !bytes.Contains(md, []byte(want)) {
+			t.Errorf("page lacks %q:\n%s", want, md)
+		}
+	}
+	if _, err := p.render("head", 3, s, map[int][]string{}, []string{"go test x"}); err == nil {
+		t.Error("a sweep with no benchmark lines rendered")
+	}
+	if _, err := selectPages("results,nope"); err == nil {
+		t.Error("unknown page accepted")
+	}
+	if sel, err := selectPages("all"); err != nil || len(sel) != len(pages) {
+		t.Errorf("all: %d pages, %v", len(sel), err)
 	}
 }
