@@ -80,7 +80,7 @@ func dapltestOK(c dapltestCase, out string) error {
 
 // dapltestRoCE is the subset run over RoCEv2 (two IAs on 127.0.0.2 and
 // 127.0.0.3): every operation, fewer iterations (the RoCEv2 engine runs
-// several times slower than iWARP over loopback, see bench/ROCEV2.md).
+// several times slower than iWARP over loopback, see bench/OPS.md).
 var dapltestRoCE = []dapltestCase{
 	{"conn", "-T T -i 1 -t 1 -w 1 client SR 4096 server SR 4096", 'T', ""},
 	{"trans", "-T T -i 2048 -t 1 -w 1 client SR 4096 server SR 4096", 'T', "reduced from -i 8192"},
