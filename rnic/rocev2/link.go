@@ -74,3 +74,11 @@ type RecvAddrLink interface {
 type PendingLink interface {
 	Pending() bool
 }
+
+// viewLink is a Link that can hand out received packets in its own buffers: recvView
+// is Recv, except that it may replace bufs[i] with a view of the link's memory, valid
+// until the next call (UDPLink with GRO: no copy out of the coalesced datagram). The
+// endpoint's receive loop, which keeps nothing of a packet past its batch, uses it.
+type viewLink interface {
+	recvView(bufs [][]byte, sizes []int, from []netip.AddrPort) (int, error)
+}

@@ -35,10 +35,14 @@ func (e *Endpoint) recvLoop(link Link, input func(r *rxCtx, b []byte, from, loca
 	if ra, ok := link.(RecvAddrLink); ok {
 		local = ra.RecvAddr()
 	}
+	recv := link.Recv
+	if v, ok := link.(viewLink); ok {
+		recv = v.recvView
+	}
 	var backoff time.Duration
 	var delay *time.Timer
 	for {
-		n, err := link.Recv(bufs, sizes, from)
+		n, err := recv(bufs, sizes, from)
 		if err != nil {
 			if errors.Is(err, ErrLinkClosed) || errors.Is(err, net.ErrClosed) || e.closed.Load() {
 				return

@@ -374,7 +374,7 @@ func sockaddrToAddrPort(sa *unix.RawSockaddrInet6) netip.AddrPort {
 // through 64 KiB buffers, split by the GRO segment size, with GRO).
 func (l *UDPLink) Recv(bufs [][]byte, sizes []int, from []netip.AddrPort) (int, error) {
 	if l.gro {
-		return l.recvGRO(bufs, sizes, from)
+		return l.recvGRO(bufs, sizes, from, false)
 	}
 	n := min(len(bufs), len(l.rhdr))
 	for i := range n {
@@ -395,6 +395,15 @@ func (l *UDPLink) Recv(bufs [][]byte, sizes []int, from []netip.AddrPort) (int, 
 		from[i] = sockaddrToAddrPort(&l.rname[i])
 	}
 	return got, nil
+}
+
+// recvView implements viewLink: with GRO, each packet is handed out as a view of the
+// datagram it came in (bufs[i] is replaced), where Recv copies it into bufs[i].
+func (l *UDPLink) recvView(bufs [][]byte, sizes []int, from []netip.AddrPort) (int, error) {
+	if l.gro {
+		return l.recvGRO(bufs, sizes, from, true)
+	}
+	return l.Recv(bufs, sizes, from)
 }
 
 func (l *UDPLink) doRecv(fd uintptr) bool {
@@ -431,7 +440,8 @@ func (l *UDPLink) recvmmsg(n int) (int, error) {
 	return got, nil
 }
 
-func (l *UDPLink) recvGRO(bufs [][]byte, sizes []int, from []netip.AddrPort) (int, error) {
+// recvGRO is Recv with GRO; view: recvView.
+func (l *UDPLink) recvGRO(bufs [][]byte, sizes []int, from []netip.AddrPort, view bool) (int, error) {
 	out := 0
 	// hand out pending segments first
 	for {
@@ -445,7 +455,11 @@ func (l *UDPLink) recvGRO(bufs [][]byte, sizes []int, from []netip.AddrPort) (in
 				continue
 			}
 			k := min(l.pendSeg, len(l.pend))
-			sizes[out] = copy(bufs[out][:cap(bufs[out])], l.pend[:k])
+			if view {
+				bufs[out], sizes[out] = l.pend[:k:k], k
+			} else {
+				sizes[out] = copy(bufs[out][:cap(bufs[out])], l.pend[:k])
+			}
 			from[out] = l.pendFrom
 			l.pend = l.pend[k:]
 			out++
