@@ -75,3 +75,86 @@ func TestBadCRCLeavesNoTrace(t *testing.T) {
 		})
 	}
 }
+
+// TestReadResponseCRC: with CRC negotiated, a Read Response that continues the pending Read
+// exactly is placed straight into the Read's sink and then CRC-checked (placeReadResp);
+// one that does not is staged and checked first. Either way a good response completes the
+// Read with every byte in place, and a bad CRC ends it in error with Terminate LLP / MPA /
+// CRC, without writing to any memory but the sink of the Read it answers.
+func TestReadResponseCRC(t *testing.T) {
+	const n = 6000 // two segments: 4000 + 2000
+	payload := make([]byte, n)
+	for i := range payload {
+		payload[i] = byte(i*7 + 1)
+	}
+	cases := []struct {
+		name    string
+		corrupt func(seg2 []byte, other *rnic.MR) // seg2: the second FPDU (length, ULPDU, pad, CRC)
+		good    bool
+	}{
+		{"good", nil, true},
+		{"payload bit in the second segment", func(f []byte, o *rnic.MR) { f[2+ddp.TaggedLen+10] ^= 0x10 }, false},
+		{"crc field", func(f []byte, o *rnic.MR) { f[len(f)-1] ^= 1 }, false},
+		{"stag names another region", func(f []byte, o *rnic.MR) {
+			binary.BigEndian.PutUint32(f[2+ddp.OffSTag:], o.RKey())
+			binary.BigEndian.PutUint64(f[2+ddp.OffTO:], o.Addr())
+		}, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			noLeak(t)
+			srv := newSide(t, &pairOpts{})
+			defer srv.dev.Close()
+			sink, sinkBuf := srv.reg(t, n, allAccess)
+			other, otherBuf := srv.reg(t, n, allAccess)
+			cfg := mpa.Config{Rev: 2, CRC: true, P2P: true, RTR: mpa.RTRWrite, IRD: 8, ORD: 8}
+			p := rawConnect(t, cfg, srv, nil)
+			if err := p.wr.WriteFPDU(rtrWrite(), nil); err != nil {
+				t.Fatal(err)
+			}
+			if err := srv.qp.PostSend(&rnic.SendWR{WRID: 9, Opcode: rnic.OpRead, Flags: rnic.Signaled,
+				SGL: []rnic.SGE{sink.SGE(0, n)}, RemoteAddr: 0x1000, RKey: 0x55}); err != nil {
+				t.Fatal(err)
+			}
+			req := p.next(t)
+			if op := rdmap.ControlOpcode(req[ddp.OffULPCtrl]); op != rdmap.OpReadRequest {
+				t.Fatalf("got %v, want a Read Request", op)
+			}
+			stag := binary.BigEndian.Uint32(req[ddp.UntaggedLen:])
+			to := binary.BigEndian.Uint64(req[ddp.UntaggedLen+4:])
+			h := make([]byte, ddp.TaggedLen)
+			ddp.Tagged(h).Init(false, rdmap.Control(rdmap.OpReadResponse), stag, to)
+			f := mpa.AppendFPDU(nil, true, h, payload[:4000])
+			ddp.Tagged(h).Init(true, rdmap.Control(rdmap.OpReadResponse), stag, to+4000)
+			seg2 := mpa.AppendFPDU(nil, true, h, payload[4000:])
+			if tc.corrupt != nil {
+				tc.corrupt(seg2, other)
+			}
+			if _, err := p.nc.Write(append(f, seg2...)); err != nil {
+				t.Fatal(err)
+			}
+			if tc.good {
+				c := wait(t, srv.scq)
+				if c.WRID != 9 || c.Status != rnic.StatusSuccess || !bytes.Equal(sinkBuf, payload) {
+					t.Fatalf("read: %+v, sink placed right: %v", c, bytes.Equal(sinkBuf, payload))
+				}
+				return
+			}
+			term := p.next(t)
+			p.nc.Close()
+			c := wait(t, srv.scq)
+			if w := binary.BigEndian.Uint32(term[ddp.UntaggedLen:]); parseTermWord(w) != rdmap.TermMPACRC {
+				t.Fatalf("terminate % x, want LLP/MPA/CRC", term)
+			}
+			if c.WRID != 9 || c.Status == rnic.StatusSuccess {
+				t.Fatalf("read with a bad CRC: %+v", c)
+			}
+			if !bytes.Equal(otherBuf, make([]byte, n)) {
+				t.Fatal("a Read Response with a bad CRC wrote outside the Read's sink")
+			}
+			if s := srv.qp.Counters().Snapshot(); s.CRCErrors != 1 {
+				t.Fatalf("counters %+v", s)
+			}
+		})
+	}
+}

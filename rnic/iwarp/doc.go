@@ -38,8 +38,12 @@
 // Markers one readv(2) places the payload and fetches the next FPDU's header and CRC.
 // With CRC negotiated the receiver first reads the whole FPDU into a staging buffer
 // (pooled) and verifies the CRC, then interprets and places it (one more copy of
-// the payload), so an FPDU with a bad CRC leaves no trace in any region (RFC 5044 §6). Every violation is answered with a Terminate carrying the RFC
-// 5040/5041/5044 layer, type and code; the QP then moves to Error.
+// the payload), so an FPDU with a bad CRC leaves no trace in any region (RFC 5044 §6).
+// The exception is a Read Response that continues the pending Read exactly: it is placed
+// straight into that Read's sink and checked after, which no one can tell apart (the
+// sink's contents are undefined until the Read completes, and a CRC error fails it).
+// Every violation is answered with a Terminate carrying the RFC 5040/5041/5044 layer,
+// type and code; the QP then moves to Error.
 //
 // The sender writes Terminates, Read/atomic responses (streamed from the source region)
 // and send-queue work, segmented to the negotiated MULPDU, straight from registered memory:

@@ -116,6 +116,13 @@ func (c *Conn) rxReadResp(h []byte, n int, plen uint64) bool {
 	if !c.end() {
 		return false
 	}
+	return c.readRespPlaced(h, n, plen, e)
+}
+
+// readRespPlaced accounts for a Read Response segment of plen bytes placed for e (the
+// front of the ORQ): the Read completes with its last segment.
+func (c *Conn) readRespPlaced(h []byte, n int, plen uint64, e *orqEntry) bool {
+	t := ddp.Tagged(h)
 	e.got += plen
 	if !t.Last() {
 		return true

@@ -24,10 +24,13 @@ func (c *Conn) recvLoop() {
 			c.rxError(err)
 			return
 		}
-		if c.staging && !c.stage(n) {
-			return
+		ok, done := true, false
+		if c.staging {
+			done, ok = c.stage(n)
 		}
-		ok := c.segment(n)
+		if ok && !done {
+			ok = c.segment(n)
+		}
 		c.unstage()
 		if !ok {
 			return
@@ -78,21 +81,89 @@ func (c *Conn) rxError(err error) {
 // is in the header that names the target. The cost is one copy of the payload (staging
 // buffer to registered memory). The buffer (64 KiB: MPA's 16-bit length) comes from a
 // pool shared by all connections for the time one FPDU is processed.
-func (c *Conn) stage(n int) bool {
+//
+// One kind of FPDU skips the copy: a Read Response whose header continues the Read at
+// the front of the ORQ exactly (its sink STag, the next TO, within its length) is placed
+// straight into that Read's sink, then the CRC is checked (placeReadResp). done reports
+// that the FPDU was processed so; ok is false when the receiver must stop.
+func (c *Conn) stage(n int) (done, ok bool) {
 	if c.stageBuf == nil {
 		c.stageBuf = stageBufs.Get().(*[mpa.MaxULPDU]byte)
 	}
 	b := c.stageBuf[:n]
-	if err := c.rd.ReadFull(b); err != nil {
+	k := 0
+	if c.rxAny && !c.rtrExpect && n > ddp.TaggedLen {
+		k = ddp.TaggedLen
+		if err := c.rd.ReadFull(b[:k]); err != nil {
+			c.rxError(err)
+			return false, false
+		}
+		if e := c.readRespSink(b[:k], n); e != nil {
+			return true, c.placeReadResp(b[:k], n, e)
+		}
+	}
+	if err := c.rd.ReadFull(b[k:]); err != nil {
 		c.rxError(err)
-		return false
+		return false, false
 	}
 	if err := c.rd.End(); err != nil {
 		c.rxError(err) // a CRC error: Terminate LLP / MPA / CRC (2/0/0x02)
-		return false
+		return false, false
 	}
 	c.staged = b
-	return true
+	return false, true
+}
+
+// readRespSink returns the ORQ entry of the Read that h, the tagged header of an FPDU of
+// ULPDU length n whose CRC is not yet verified, continues exactly: a valid Read Response
+// header for the front Read's sink STag at its next TO, its payload within the Read's
+// length. Anything else (nil) takes the staged path, which checks the CRC first and then
+// answers the header as segment does.
+func (c *Conn) readRespSink(h []byte, n int) *orqEntry {
+	if ddp.HeaderLen(h[0]) != ddp.TaggedLen {
+		return nil
+	}
+	if op, _, err := rdmap.CheckSegment(h); err != nil || op != rdmap.OpReadResponse {
+		return nil
+	}
+	t := ddp.Tagged(h)
+	plen := uint64(n - ddp.TaggedLen)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.orq.n == 0 {
+		return nil
+	}
+	e := c.orq.front()
+	if e.kind == orqAtomic || e.w == nil || t.STag() != e.sinkSTag || t.TO() != e.sinkTO+e.got || e.got+plen > e.size {
+		return nil
+	}
+	return e
+}
+
+// placeReadResp reads the payload of a Read Response that continues e (readRespSink)
+// straight into e's sink, then verifies the FPDU's CRC. This passes the ULPDU to DDP
+// before its CRC is verified, which RFC 5044 §6 forbids, but no one can tell: the only
+// memory written is the sink of the Read this response answers, whose contents are
+// undefined until that Read completes successfully, and a CRC error fails it (Terminate
+// LLP / MPA / CRC; the QP goes to Error and the Read is flushed). It saves the copy from
+// the staging buffer of every Read Response byte.
+func (c *Conn) placeReadResp(h []byte, n int, e *orqEntry) bool {
+	plen := uint64(n - ddp.TaggedLen)
+	c.qp.CountRx(int(plen), 1)
+	c.rxPieces = rnic.Segs(e.w.Segs).Slices(c.rxPieces, e.got, plen)
+	for _, p := range c.rxPieces {
+		if err := c.rd.ReadFull(p); err != nil {
+			clear(c.rxPieces)
+			c.rxError(err)
+			return false
+		}
+	}
+	clear(c.rxPieces) // keep no reference to the WQE's memory
+	if err := c.rd.End(); err != nil {
+		c.rxError(err)
+		return false
+	}
+	return c.readRespPlaced(h, n, plen, e)
 }
 
 // stageBufs pools the CRC staging buffers.
