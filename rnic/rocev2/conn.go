@@ -111,14 +111,29 @@ type Conn struct {
 	requester // requester.go and completer.go
 	responder // responder.go
 
-	txb *txBatch // while the goroutine has packets to send (from the endpoint's pool)
+	txb  *txBatch // while the goroutine has packets to send (from the endpoint's pool)
+	segs [][]byte // request's scratch: the WQE segments holding a packet's payload
 	// finishTx's ICRC pseudo-header state for packets of txICRCLen bytes (0: none)
 	txICRCLen int
 	txICRC    uint32
 }
 
-// txBatch is one Link batch of packet buffers.
-type txBatch struct{ b [][]byte }
+// txBatch is one Link batch of packet buffers. With a gatherLink, packet i may be
+// b[i] (its headers), body[i] (payload in registered memory) and tail[i] (pad and ICRC,
+// in b[i]'s buffer after the headers); body[i] and tail[i] are nil when b[i] is whole.
+type txBatch struct{ b, body, tail [][]byte }
+
+// setParts records packet i of the batch: whole in b[i] (body nil), or b[i] holding
+// the headers, pad and ICRC around body (fill's requests, see Conn.request).
+func (t *txBatch) setParts(i int, body []byte) {
+	if body == nil {
+		t.body[i], t.tail[i] = nil, nil
+		return
+	}
+	hl := len(t.b[i]) - roce.ICRCLen - roce.PadLen(len(body))
+	t.body[i], t.tail[i] = body, t.b[i][hl:]
+	t.b[i] = t.b[i][:hl]
+}
 
 // Errors that end a connection (Conn.Err, and the Err of the QP's EventDisconnected).
 var (
@@ -307,7 +322,7 @@ func (c *Conn) run() {
 			// queued before the NAK, and the NAK, still leave, in order.
 			n := c.fill()
 			c.mu.Unlock()
-			c.e.send(c.txb.b[:n], c.remote)
+			c.e.sendTx(c.txb, n, c.remote)
 			continue
 		}
 		if c.disc.Load() == 2 || (c.disc.Load() == 1 && c.idleLocked()) {
@@ -351,7 +366,7 @@ func (c *Conn) run() {
 		next := c.nextDeadline()
 		c.mu.Unlock()
 		if n > 0 {
-			c.e.send(c.txb.b[:n], c.remote)
+			c.e.sendTx(c.txb, n, c.remote)
 			continue
 		}
 		c.release()

@@ -20,7 +20,8 @@ import (
 type Endpoint struct {
 	dev     *rnic.Device
 	link    Link
-	gsiLink Link // the CM's MADs travel here: GSILink.GSI, or link
+	gsiLink Link       // the CM's MADs travel here: GSILink.GSI, or link
+	gather  gatherLink // link, when it sends packets in parts (requests' payload uncopied)
 	cfg     Config
 	params  qpParams // cfg in wire terms
 	log     *slog.Logger
@@ -84,11 +85,12 @@ func NewEndpoint(dev *rnic.Device, link Link, cfg *Config) *Endpoint {
 	if g, ok := link.(GSILink); ok {
 		e.gsiLink = g.GSI()
 	}
+	e.gather, _ = link.(gatherLink)
 	e.params = e.cfg.params()
 	e.log = e.cfg.Logger
 	bs := link.BatchSize()
 	e.txPool.New = func() any {
-		b := &txBatch{b: make([][]byte, bs)}
+		b := &txBatch{b: make([][]byte, bs), body: make([][]byte, bs), tail: make([][]byte, bs)}
 		for i := range b.b {
 			b.b[i] = make([]byte, 0, MaxPacket)
 		}

@@ -82,3 +82,11 @@ type PendingLink interface {
 type viewLink interface {
 	recvView(bufs [][]byte, sizes []int, from []netip.AddrPort) (int, error)
 }
+
+// gatherLink is a Link that sends packets given in parts: packet i is head[i], body[i]
+// and tail[i] in that order (body and tail may be nil or empty). Connections send a
+// request's payload straight from registered memory through it (UDPLink: the parts are
+// the iovecs of its sendmmsg); on other links they copy it into the packet buffer.
+type gatherLink interface {
+	sendParts(head, body, tail [][]byte, dst netip.AddrPort) error
+}

@@ -164,7 +164,21 @@ func (e *Endpoint) send(bufs [][]byte, dst netip.AddrPort) { e.sendOn(e.link, bu
 
 // sendOn is send on link: the endpoint's, or its GSI link for CM MADs.
 func (e *Endpoint) sendOn(link Link, bufs [][]byte, dst netip.AddrPort) {
-	err := link.Send(bufs, dst)
+	e.sent(link, link.Send(bufs, dst), dst)
+}
+
+// sendTx sends the first n packets of a connection's batch to dst: in parts on a
+// gatherLink (see txBatch), else as whole buffers (b[i] with body[i] nil).
+func (e *Endpoint) sendTx(t *txBatch, n int, dst netip.AddrPort) {
+	if e.gather != nil {
+		e.sent(e.link, e.gather.sendParts(t.b[:n], t.body[:n], t.tail[:n], dst), dst)
+		return
+	}
+	e.send(t.b[:n], dst)
+}
+
+// sent counts and logs the outcome of a send on link.
+func (e *Endpoint) sent(link Link, err error, dst netip.AddrPort) {
 	if err == nil {
 		if e.sendBad.Load() && e.sendBad.Swap(false) {
 			e.log.Info("rocev2: link send recovered", "link", link.LocalAddr())

@@ -206,6 +206,7 @@ func (c *Conn) fill() int {
 		} else {
 			txb[n] = c.readResp(txb[n][:0])
 		}
+		c.txb.setParts(n, nil)
 		n++
 	}
 	if c.fatal || c.rnrPending {
@@ -213,6 +214,7 @@ func (c *Conn) fill() int {
 	}
 	if c.probeOut && c.sendPSN == c.probePSN && n < len(txb) {
 		txb[n] = c.probe(txb[n][:0])
+		c.txb.setParts(n, nil)
 		n++
 	}
 	for n < len(txb) {
@@ -281,7 +283,9 @@ func (c *Conn) fill() int {
 			c.rdOut++
 		}
 		var fin bool
-		txb[n], fin = c.request(txb[n][:0], e)
+		var body []byte
+		txb[n], body, fin = c.request(txb[n][:0], e)
+		c.txb.setParts(n, body)
 		n++
 		if !c.used {
 			c.used = true // sending is using the connection (CMConfig.FirstMessageTimeout)
@@ -308,8 +312,12 @@ func (c *Conn) fill() int {
 	return n
 }
 
-// request builds the next request packet of e at c.sendOff / c.sendPSN.
-func (c *Conn) request(b []byte, e *sqe) ([]byte, bool) {
+// request builds the next request packet of e at c.sendOff / c.sendPSN in b. On a
+// gatherLink a payload that one segment of the WQE holds is not copied: it is returned
+// as body, and b is the headers, pad and ICRC, the packet's parts (txBatch.setParts).
+// (READ responses are always copied: the responder's memory may change under them, and
+// a packet must match its ICRC.)
+func (c *Conn) request(b []byte, e *sqe) (pkt, body []byte, last bool) {
 	w := e.w
 	h := &c.hdr
 	h.PSN = c.sendPSN
@@ -372,7 +380,7 @@ func (c *Conn) request(b []byte, e *sqe) ([]byte, bool) {
 		c.sendPSN = e.last.Add(1)
 		c.sendOff = w.Len
 		b = h.Append(b, 0)
-		return finish(b, 0, c.local, c.remote), true
+		return finish(b, 0, c.local, c.remote), nil, true
 	case rnic.OpAtomicCmpSwap, rnic.OpAtomicFetchAdd:
 		h.Opcode = roce.RCCompareSwap
 		h.SwapAdd, h.Compare = w.Swap, w.Compare
@@ -383,7 +391,7 @@ func (c *Conn) request(b []byte, e *sqe) ([]byte, bool) {
 		h.VA, h.RKey = w.RemoteAddr, w.RKey
 		c.sendPSN = c.sendPSN.Add(1)
 		b = h.Append(b, 0)
-		return finish(b, 0, c.local, c.remote), true
+		return finish(b, 0, c.local, c.remote), nil, true
 	}
 	if c.typ == UC {
 		h.Opcode = h.Opcode.WithService(roce.ServiceUC)
@@ -394,26 +402,44 @@ func (c *Conn) request(b []byte, e *sqe) ([]byte, bool) {
 		c.noack = 0
 	}
 	b = h.Append(b, n)
-	if payload {
-		b = gather(b, w.Segs, off, n)
+	if payload && n > 0 {
+		if c.e.gather != nil && n >= minGather {
+			if c.segs = w.Segs.Slices(c.segs[:0], off, uint64(n)); len(c.segs) == 1 {
+				body = c.segs[0]
+			}
+			clear(c.segs) // hold no registered memory past the packet
+		}
+		if body == nil {
+			b = gather(b, w.Segs, off, n)
+		}
 	}
 	c.sendOff += uint64(n)
 	c.sendPSN = c.sendPSN.Add(1)
 	if payload {
 		c.qp.CountTx(n, 0)
 	}
-	return c.finishTx(b, n), last
+	return c.finishTx(b, body, n), body, last
 }
+
+// minGather is the smallest payload request sends uncopied: below it a copy costs less
+// than the two more iovecs the kernel walks.
+const minGather = 512
 
 // finishTx is finish for the packets fill builds (under c.mu), with the ICRC's
 // pseudo-header state kept for the last packet length: a stream of full-sized
-// packets computes it once.
-func (c *Conn) finishTx(b []byte, n int) []byte {
+// packets computes it once. b is the headers and the n-byte payload, or with body
+// (n bytes) the headers alone, the payload following them on the wire.
+func (c *Conn) finishTx(b, body []byte, n int) []byte {
+	hl := len(b)
 	b = roce.AppendPad(b, n)
-	if len(b) != c.txICRCLen {
-		c.txICRCLen, c.txICRC = len(b), icrcStart(c.local, c.remote, len(b))
+	if ib := len(b) + len(body); ib != c.txICRCLen {
+		c.txICRCLen, c.txICRC = ib, icrcStart(c.local, c.remote, ib)
 	}
-	return roce.AppendICRC(b, roce.ICRCAddTransport(c.txICRC, b))
+	if body == nil {
+		return roce.AppendICRC(b, roce.ICRCAddTransport(c.txICRC, b))
+	}
+	crc := roce.ICRCAdd(roce.ICRCAddTransport(c.txICRC, b[:hl]), body)
+	return roce.AppendICRC(b, roce.ICRCAdd(crc, b[hl:]))
 }
 
 // gather appends bytes [off, off+n) of segs to b (b has room: a packet buffer).

@@ -558,5 +558,5 @@ func (c *Conn) readResp(b []byte) []byte {
 		c.popJob()
 	}
 	c.qp.CountTx(n, 0)
-	return c.finishTx(b, n)
+	return c.finishTx(b, nil, n)
 }

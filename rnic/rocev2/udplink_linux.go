@@ -140,7 +140,7 @@ func ListenUDP(addr netip.AddrPort, o *UDPOptions) (*UDPLink, error) {
 		}
 	})
 	l.shdr = make([]unix.Mmsghdr, opt.Batch)
-	l.siov = make([]unix.Iovec, opt.Batch)
+	l.siov = make([]unix.Iovec, 3*opt.Batch) // up to 3 per packet (sendParts)
 	l.sctl = make([]byte, opt.Batch*unix.CmsgSpace(2))
 	l.rhdr = make([]unix.Mmsghdr, opt.Batch)
 	l.riov = make([]unix.Iovec, opt.Batch)
@@ -196,21 +196,50 @@ func (l *UDPLink) putName(dst netip.AddrPort) uint32 {
 // Send transmits bufs to dst with sendmmsg, grouping runs of equal-sized
 // packets into GSO super-datagrams when enabled.
 func (l *UDPLink) Send(bufs [][]byte, dst netip.AddrPort) error {
+	return l.sendParts(bufs, nil, nil, dst)
+}
+
+// txParts are the packets of a send: packet k is head[k], then body[k] and tail[k]
+// when those are given (gatherLink), each part an iovec.
+type txParts struct{ head, body, tail [][]byte }
+
+func (p *txParts) size(k int) int {
+	n := len(p.head[k])
+	if p.body != nil {
+		n += len(p.body[k]) + len(p.tail[k])
+	}
+	return n
+}
+
+// icrc returns packet k's last 4 bytes, its ICRC field.
+func (p *txParts) icrc(k int) []byte {
+	b := p.head[k]
+	if p.tail != nil && len(p.tail[k]) >= roce.ICRCLen {
+		b = p.tail[k]
+	}
+	return b[len(b)-roce.ICRCLen:]
+}
+
+// sendParts implements gatherLink (Send with body and tail nil): as Send, each packet's
+// parts its iovecs, so a GSO super-datagram is the run's parts in order.
+func (l *UDPLink) sendParts(head, body, tail [][]byte, dst netip.AddrPort) error {
 	l.smu.Lock()
 	defer l.smu.Unlock()
+	p := txParts{head, body, tail}
 	nl := l.putName(dst)
 	var sendErr error
-	for len(bufs) > 0 {
+	for len(p.head) > 0 {
 		nh, ni, nc := 0, 0, 0
 		i := 0
-		for i < len(bufs) && nh < len(l.shdr) && ni < len(l.siov) {
-			// a run of packets of the size of bufs[i] (the last may be shorter)
+		for i < len(p.head) && nh < len(l.shdr) && ni+3 <= len(l.siov) {
+			// a run of packets of the size of packet i (the last may be shorter)
 			j := i + 1
-			total := len(bufs[i])
+			size := p.size(i)
+			total := size
 			if l.gso {
-				for j < len(bufs) && ni+(j-i) < len(l.siov) && j-i < 64 && total+len(bufs[j]) <= groBufLen-512 &&
-					len(bufs[j]) <= len(bufs[i]) && len(bufs[j-1]) == len(bufs[i]) {
-					total += len(bufs[j])
+				for j < len(p.head) && ni+3*(j-i+1) <= len(l.siov) && j-i < 64 && total+p.size(j) <= groBufLen-512 &&
+					p.size(j) <= size && p.size(j-1) == size {
+					total += p.size(j)
 					j++
 				}
 			}
@@ -219,25 +248,23 @@ func (l *UDPLink) Send(bufs [][]byte, dst netip.AddrPort) error {
 			h.Hdr.Name = (*byte)(unsafe.Pointer(&l.sname))
 			h.Hdr.Namelen = nl
 			h.Hdr.Iov = &l.siov[ni]
-			h.Hdr.SetIovlen(j - i)
+			n0 := ni
 			for k := i; k < j; k++ {
-				v := &l.siov[ni]
-				if len(bufs[k]) > 0 {
-					v.Base = &bufs[k][0]
-				} else {
-					v.Base = nil
+				l.putIov(&ni, p.head[k], true)
+				if p.body != nil {
+					l.putIov(&ni, p.body[k], false)
+					l.putIov(&ni, p.tail[k], false)
 				}
-				v.SetLen(len(bufs[k]))
-				ni++
 			}
+			h.Hdr.SetIovlen(ni - n0)
 			if j-i > 1 {
-				l.fixIDs(bufs[i:j])
+				l.fixIDs(&p, i, j)
 				c := l.sctl[nc : nc+unix.CmsgSpace(2)]
 				ch := (*unix.Cmsghdr)(unsafe.Pointer(&c[0]))
 				ch.Level = unix.IPPROTO_UDP
 				ch.Type = udpSegment
 				ch.SetLen(unix.CmsgLen(2))
-				binary.NativeEndian.PutUint16(c[unix.CmsgLen(0):], uint16(len(bufs[i])))
+				binary.NativeEndian.PutUint16(c[unix.CmsgLen(0):], uint16(size))
 				h.Hdr.Control = &c[0]
 				h.Hdr.SetControllen(unix.CmsgSpace(2))
 				nc += unix.CmsgSpace(2)
@@ -255,9 +282,26 @@ func (l *UDPLink) Send(bufs [][]byte, dst netip.AddrPort) error {
 				sendErr = err
 			}
 		}
-		bufs = bufs[i:]
+		p.head = p.head[i:]
+		if p.body != nil {
+			p.body, p.tail = p.body[i:], p.tail[i:]
+		}
 	}
 	return sendErr
+}
+
+// putIov sets the next send iovec to b; an empty b takes one only when always is set.
+func (l *UDPLink) putIov(ni *int, b []byte, always bool) {
+	if len(b) == 0 && !always {
+		return
+	}
+	v := &l.siov[*ni]
+	v.Base = nil
+	if len(b) > 0 {
+		v.Base = &b[0]
+	}
+	v.SetLen(len(b))
+	*ni++
 }
 
 // idFix is one packet whose ICRC fixIDs changed.
@@ -266,29 +310,30 @@ type idFix struct {
 	delta uint32
 }
 
-// fixIDs makes the ICRCs of a GSO run right for the IP IDs the kernel gives its
-// segments. A super-datagram from an unconnected IPv4 socket with DF leaves with ID 0
-// (ip_select_ident) and segmentation numbers the segments 0, 1, 2… (inet_gso_segment),
-// while each packet's ICRC was computed with ID 0; segment k's is fixed by the
-// difference ID k makes (roce.ICRCIPv4IDDelta), so a receiver that checks the real ID,
-// as rxe does, accepts every segment. The packets are the caller's: unfixIDs restores
-// them once the kernel has copied them. IPv6 has no ID.
-func (l *UDPLink) fixIDs(run [][]byte) {
+// fixIDs makes the ICRCs of a GSO run, packets i to j-1 of p, right for the IP IDs the
+// kernel gives its segments. A super-datagram from an unconnected IPv4 socket with DF
+// leaves with ID 0 (ip_select_ident) and segmentation numbers the segments 0, 1, 2…
+// (inet_gso_segment), while each packet's ICRC was computed with ID 0; segment k's is
+// fixed by the difference ID k makes (roce.ICRCIPv4IDDelta), so a receiver that checks
+// the real ID, as rxe does, accepts every segment. The packets are the caller's:
+// unfixIDs restores them once the kernel has copied them. IPv6 has no ID.
+func (l *UDPLink) fixIDs(p *txParts, i, j int) {
 	if !l.local.Addr().Is4() {
 		return
 	}
-	for k := 1; k < len(run); k++ {
-		b := run[k]
-		if len(b) < roce.BTHLen+roce.ICRCLen {
+	size := p.size(i)
+	for k := 1; k < j-i; k++ {
+		n := p.size(i + k)
+		if n < roce.BTHLen+roce.ICRCLen {
 			continue
 		}
 		var d uint32
-		if len(b) == len(run[0]) && k < len(l.idDelta) {
-			d = l.deltaFor(len(b), k)
+		if n == size && k < len(l.idDelta) {
+			d = l.deltaFor(n, k)
 		} else { // a run's shorter last packet
-			d = roce.ICRCIPv4IDDelta(uint16(k), len(b)-roce.ICRCLen)
+			d = roce.ICRCIPv4IDDelta(uint16(k), n-roce.ICRCLen)
 		}
-		f := idFix{icrc: b[len(b)-roce.ICRCLen:], delta: d}
+		f := idFix{icrc: p.icrc(i + k), delta: d}
 		binary.LittleEndian.PutUint32(f.icrc, binary.LittleEndian.Uint32(f.icrc)^f.delta)
 		l.idFix = append(l.idFix, f)
 	}
