@@ -15,14 +15,25 @@ import (
 )
 
 // BuildSoftrnic builds cmd/softrnic into dir and returns the binary's path.
-func BuildSoftrnic(dir string) (string, error) {
+func BuildSoftrnic(dir string) (string, error) { return buildSoftrnic(dir, "softrnic", false) }
+
+// BuildStaticSoftrnic builds cmd/softrnic with CGO_ENABLED=0 (a static binary, which runs in
+// the guest: Options.Files) into dir as softrnic-static and returns its path.
+func BuildStaticSoftrnic(dir string) (string, error) {
+	return buildSoftrnic(dir, "softrnic-static", true)
+}
+
+func buildSoftrnic(dir, name string, static bool) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	bin := filepath.Join(dir, "softrnic")
+	bin := filepath.Join(dir, name)
 	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/softrnic")
 	cmd.Dir = filepath.Join(Dir(), "..", "..")
+	if static {
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	}
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build ./cmd/softrnic: %v\n%s", err, out)
+		return "", fmt.Errorf("go build ./cmd/softrnic (static %v): %v\n%s", static, err, out)
 	}
 	return bin, nil
 }

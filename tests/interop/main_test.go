@@ -15,7 +15,13 @@ var (
 	skipReason  string
 	results     Results
 	softrnicBin string // cmd/softrnic built for this run
+	// guestSoftrnicHost is the static build of cmd/softrnic that Boot put into the shared
+	// guest as GuestSoftrnic.
+	guestSoftrnicHost string
 )
+
+// GuestSoftrnic is where the shared guest has softrnic (a CGO_ENABLED=0 build of this tree).
+const GuestSoftrnic = "/usr/bin/softrnic"
 
 const banner = "\n" +
 	"###############################################################################\n" +
@@ -53,11 +59,18 @@ func runMain(m *testing.M) int {
 		fmt.Fprintf(os.Stderr, "interop: FAIL: %v\n", err)
 		return 1
 	}
+	// The guest gets a static build too (GuestSoftrnic), for the tests that run softrnic
+	// inside it (siw_vs_softrnic_test.go).
+	if guestSoftrnicHost, err = BuildStaticSoftrnic(binDir); err != nil {
+		fmt.Fprintf(os.Stderr, "interop: FAIL: %v\n", err)
+		return 1
+	}
 	t1 := time.Now()
 	// One retry: a TCG boot on a loaded 2-core host occasionally dies early.
 	var g *Guest
 	for attempt := 1; ; attempt++ {
-		g, err = Boot(img, Options{KeepDir: os.Getenv("SOFTRNIC_INTEROP_KEEP") == "1"})
+		g, err = Boot(img, Options{KeepDir: os.Getenv("SOFTRNIC_INTEROP_KEEP") == "1",
+			Files: map[string]string{GuestSoftrnic: guestSoftrnicHost}})
 		if err == nil {
 			break
 		}

@@ -99,6 +99,11 @@ type Options struct {
 	CPUs      int           // guest vCPUs (default 2)
 	BootWait  time.Duration // how long to wait for the agent (default 120 s)
 	KeepDir   bool          // keep the run directory (console log, qemu log) after Close
+	// Files puts extra files into the guest: guest path → host path. Boot appends them, as
+	// an uncompressed newc cpio archive, to a copy of the initrd in the run directory (the
+	// cached image is not changed); parent directories are created, existing files replaced.
+	// Not under /tmp, which guest/init mounts a tmpfs over.
+	Files map[string]string
 }
 
 // Guest is a running VM and the namespace it lives in.
@@ -183,6 +188,14 @@ func Boot(img Image, opts Options) (g *Guest, err error) {
 			g.Close()
 		}
 	}()
+	initrd := img.Initrd
+	if len(opts.Files) > 0 {
+		initrd = filepath.Join(runDir, "initrd.img")
+		if err := initrdWithFiles(img.Initrd, initrd, opts.Files); err != nil {
+			g.Netns = "" // not created yet
+			return g, fmt.Errorf("adding Options.Files to the initrd: %w", err)
+		}
+	}
 	// The namespace and its taps. Nothing in it has a route out.
 	if _, err := run(10*time.Second, "ip", "netns", "add", g.Netns); err != nil {
 		g.Netns = "" // not ours to delete
@@ -211,7 +224,7 @@ func Boot(img Image, opts Options) (g *Guest, err error) {
 		"-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
 		"-accel", "tcg,thread=multi", "-cpu", "max",
 		"-smp", strconv.Itoa(opts.CPUs), "-m", strconv.Itoa(opts.MemoryMiB),
-		"-kernel", img.Kernel, "-initrd", img.Initrd,
+		"-kernel", img.Kernel, "-initrd", initrd,
 		// no_timer_check: under TCG on a loaded host the kernel's IO-APIC timer check can
 		// fail ("IO-APIC + timer doesn't work!") and panic the boot.
 		"-append", "console=ttyS0 panic=-1 loglevel=4 rdinit=/init mitigations=off no_timer_check " +
