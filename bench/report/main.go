@@ -13,6 +13,14 @@
 //	ops      OPS.md      every iWARP operation and size beside raw TCP, the RoCEv2 sizes beside raw UDP
 //	xdp      XDP.md      iWARP and RoCEv2 over AF_XDP beside the kernel's TCP and UDP (root: network namespaces)
 //
+// With -siw it writes SIW.md instead (not part of "all"): softrnic perftest against perftest
+// over Linux's siw, server and client both inside the interop QEMU guest (tests/interop's
+// TestSiwVsSoftrnic, -count alternating pairs; siw.go). That needs what the interop suite
+// needs — root, /dev/net/tun, qemu-system-x86_64 — and fails saying so when one is missing;
+// the guest is built or reused in the interop cache (SOFTRNIC_INTEROP_CACHE):
+//
+//	sudo go run ./bench/report -siw            # 5 pairs, about 5 minutes
+//
 // It takes tens of minutes on a 2-core machine; run it on an idle one.
 package main
 
@@ -150,7 +158,17 @@ func main() {
 	count := flag.Int("count", 5, "runs of each benchmark (each with its baseline in the same run)")
 	dir := flag.String("dir", "bench", "where the pages are written")
 	which := flag.String("pages", "results", `pages to regenerate, comma-separated: results, ops, xdp, or "all"`)
+	siw := flag.Bool("siw", false, "write only SIW.md: softrnic against siw inside the interop QEMU guest (root, QEMU)")
 	flag.Parse()
+	if *siw {
+		out := filepath.Join(*dir, "SIW.md")
+		if err := siwReport(*count, out); err != nil {
+			fmt.Fprintln(os.Stderr, "report: FAIL:", err)
+			os.Exit(1)
+		}
+		fmt.Fprintln(os.Stderr, "report: wrote", out)
+		return
+	}
 	sel, err := selectPages(*which)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "report:", err)
