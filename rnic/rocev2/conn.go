@@ -295,18 +295,18 @@ func (c *Conn) wake() {
 	}
 }
 
-// batch takes a transmit batch from the endpoint's pool for the goroutine's
-// current run of sends; release returns it when there is nothing more to send,
-// so an idle connection holds no packet buffers.
+// batch takes a transmit batch from the endpoint for the goroutine's current run of
+// sends; release returns it when there is nothing more to send, so an idle
+// connection holds no packet buffers.
 func (c *Conn) batch() {
 	if c.txb == nil {
-		c.txb = c.e.txPool.Get().(*txBatch)
+		c.txb = c.e.getBatch()
 	}
 }
 
 func (c *Conn) release() {
 	if c.txb != nil {
-		c.e.txPool.Put(c.txb)
+		c.e.putBatch(c.txb)
 		c.txb = nil
 	}
 }

@@ -32,7 +32,13 @@ type Endpoint struct {
 	gsi   func(p *roce.Packet, from netip.AddrPort)
 	cma   *cmAgent
 
-	txPool sync.Pool // *txBatch for the connections' goroutines
+	// Transmit batches of idle connections, for the next one that sends (Conn.batch):
+	// up to txFreeMax, kept across GCs and shared by every P, unlike a sync.Pool,
+	// which let a connection whose goroutine moved to the other P allocate a new
+	// 270 KB batch (and GC empties it).
+	txMu   sync.Mutex
+	txFree []*txBatch
+	txSize int // packets per batch: the link's BatchSize
 
 	closed  atomic.Bool
 	quit    chan struct{} // closed by Close: ends the receive back-off
@@ -88,14 +94,7 @@ func NewEndpoint(dev *rnic.Device, link Link, cfg *Config) *Endpoint {
 	e.gather, _ = link.(gatherLink)
 	e.params = e.cfg.params()
 	e.log = e.cfg.Logger
-	bs := link.BatchSize()
-	e.txPool.New = func() any {
-		b := &txBatch{b: make([][]byte, bs), body: make([][]byte, bs), tail: make([][]byte, bs)}
-		for i := range b.b {
-			b.b[i] = make([]byte, 0, MaxPacket)
-		}
-		return b
-	}
+	e.txSize = link.BatchSize()
 	e.cm()
 	e.wg.Add(1)
 	go e.recvLoop(link, e.input)
@@ -164,6 +163,39 @@ func (e *Endpoint) lookup(qpn uint32) *Conn {
 	c := e.conns[qpn]
 	e.mu.RUnlock()
 	return c
+}
+
+// txFreeMax bounds the transmit batches an endpoint keeps for its connections (each
+// BatchSize×MaxPacket bytes, 270 KB with the UDP link's 64).
+const txFreeMax = 4
+
+// getBatch returns a free transmit batch, or a new one.
+func (e *Endpoint) getBatch() *txBatch {
+	e.txMu.Lock()
+	if n := len(e.txFree); n > 0 {
+		b := e.txFree[n-1]
+		e.txFree[n-1] = nil
+		e.txFree = e.txFree[:n-1]
+		e.txMu.Unlock()
+		return b
+	}
+	e.txMu.Unlock()
+	bs := e.txSize
+	b := &txBatch{b: make([][]byte, bs), body: make([][]byte, bs), tail: make([][]byte, bs)}
+	for i := range b.b {
+		b.b[i] = make([]byte, 0, MaxPacket)
+	}
+	return b
+}
+
+// putBatch keeps b for getBatch, unless txFreeMax are kept.
+func (e *Endpoint) putBatch(b *txBatch) {
+	clear(b.body) // hold no registered memory
+	e.txMu.Lock()
+	if len(e.txFree) < txFreeMax {
+		e.txFree = append(e.txFree, b)
+	}
+	e.txMu.Unlock()
 }
 
 // icrcStart returns the ICRC state over the pseudo headers of a packet of
