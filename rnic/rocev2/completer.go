@@ -24,6 +24,7 @@ func (c *Conn) completer(p *roce.Packet) {
 		syn = p.AETH.Syndrome()
 	}
 	now := time.Now()
+	cursor := [3]uint64{uint64(c.sendPSN), c.sqSend, c.sendOff}
 	switch op {
 	case roce.RCAck:
 		switch {
@@ -140,7 +141,12 @@ func (c *Conn) completer(p *roce.Packet) {
 		c.lastNakValid = false
 	}
 	c.armAck(now)
-	c.wake()
+	// The goroutine needs this packet only when it unblocks sending or moved the
+	// send cursor (a retransmission); a graceful disconnect waits for idle. Its timer
+	// may fire early for the old ACK deadline, which is harmless.
+	if c.txBlocked || cursor != [3]uint64{uint64(c.sendPSN), c.sqSend, c.sendOff} || c.disc.Load() != 0 {
+		c.wake()
+	}
 }
 
 // ackTo acknowledges every request packet with PSN ≤ p (IBTA §9.7.5.1.2:

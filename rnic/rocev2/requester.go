@@ -19,6 +19,7 @@ type requester struct {
 	sqMax          int
 	sqHead, sqSend uint64
 	sqTail         uint64
+	txBlocked      bool // fill stopped for the window, a fence or the READ/atomic depth
 	sendPSN        roce.PSN
 	maxSent        roce.PSN // one past the highest PSN sent
 	sendOff        uint64
@@ -217,6 +218,7 @@ func (c *Conn) fill() int {
 		c.txb.setParts(n, nil)
 		n++
 	}
+	c.txBlocked = false
 	for n < len(txb) {
 		if c.sqSend == c.sqTail {
 			if c.sqTail-c.sqHead == uint64(len(c.sq)) && len(c.sq) < c.sqMax {
@@ -237,6 +239,7 @@ func (c *Conn) fill() int {
 		}
 		if isLocal(w.Opcode) {
 			if w.Flags&rnic.LocalFence != 0 && !c.qp.IsOldest(w) {
+				c.txBlocked = true
 				break
 			}
 			st := c.qp.ExecLocal(w)
@@ -251,10 +254,8 @@ func (c *Conn) fill() int {
 			continue
 		}
 		if !e.started {
-			if w.Flags&rnic.Fence != 0 && c.rdOut > 0 {
-				break
-			}
-			if w.Flags&rnic.LocalFence != 0 && !c.qp.IsOldest(w) {
+			if w.Flags&rnic.Fence != 0 && c.rdOut > 0 || w.Flags&rnic.LocalFence != 0 && !c.qp.IsOldest(w) {
+				c.txBlocked = true
 				break
 			}
 			if c.typ == UC && (isRdAtomic(w.Opcode) || w.Opcode == rnic.OpSendInv) {
@@ -262,10 +263,9 @@ func (c *Conn) fill() int {
 				break
 			}
 		}
-		if isRdAtomic(w.Opcode) && !e.counted && c.rdOut >= c.cfg.MaxRdAtomic {
-			break
-		}
-		if c.typ == RC && c.sendPSN.Sub(c.unaPSN) >= uint32(c.cfg.Window) {
+		if isRdAtomic(w.Opcode) && !e.counted && c.rdOut >= c.cfg.MaxRdAtomic ||
+			c.typ == RC && c.sendPSN.Sub(c.unaPSN) >= uint32(c.cfg.Window) {
+			c.txBlocked = true // an ACK or response lets it go on (completer)
 			break
 		}
 		if !e.started {
