@@ -229,6 +229,20 @@ type rxCtx struct {
 	touched []*Conn
 	bufs    [][]byte
 	recvs   []doneRecv // receive completions held until the batch's ACKs are sent
+	// icrcStart's state for the last packet parse checked: its source and length (the
+	// destination is the loop's local address). A stream from one peer computes it once
+	// per packet length.
+	icrcFrom netip.AddrPort
+	icrcLen  int
+	icrcVal  uint32
+}
+
+// icrcStart is icrcStart(from, local, ibLen) for the receive loop's local address.
+func (r *rxCtx) icrcStart(from, local netip.AddrPort, ibLen int) uint32 {
+	if ibLen != r.icrcLen || from != r.icrcFrom {
+		r.icrcFrom, r.icrcLen, r.icrcVal = from, ibLen, icrcStart(from, local, ibLen)
+	}
+	return r.icrcVal
 }
 
 // doneRecv is a receive completion of an RC/UC connection held for the end of the
@@ -264,7 +278,7 @@ func (r *rxCtx) alloc(dst netip.AddrPort) *ctlPkt {
 }
 
 func (e *Endpoint) input(r *rxCtx, b []byte, from, local netip.AddrPort) {
-	p, ipID, ok := e.parse(b, from, local)
+	p, ipID, ok := e.parse(r, b, from, local)
 	if !ok {
 		return
 	}
@@ -307,14 +321,14 @@ func (e *Endpoint) input(r *rxCtx, b []byte, from, local netip.AddrPort) {
 
 // parse parses a received packet and checks its ICRC and P_Key, counting what it
 // drops; ipID is the sender's IPv4 ID where the ICRC had to be solved for it.
-func (e *Endpoint) parse(b []byte, from, local netip.AddrPort) (p roce.Packet, ipID uint16, ok bool) {
+func (e *Endpoint) parse(r *rxCtx, b []byte, from, local netip.AddrPort) (p roce.Packet, ipID uint16, ok bool) {
 	p, err := roce.ParsePacket(b)
 	if err != nil {
 		e.RxDropped.Add(1)
 		return p, 0, false
 	}
 	ibLen := len(b) - roce.ICRCLen
-	crc := roce.ICRCAddTransport(icrcStart(from, local, ibLen), p.Covered())
+	crc := roce.ICRCAddTransport(r.icrcStart(from, local, ibLen), p.Covered())
 	if got := p.ICRCValue(); crc != got {
 		if e.cfg.StrictICRC || !from.Addr().Is4() || isMem(e.link) {
 			e.ICRCErrors.Add(1)
@@ -336,8 +350,8 @@ func (e *Endpoint) parse(b []byte, from, local netip.AddrPort) (p roce.Packet, i
 }
 
 // inputGSI takes a packet from the GSI link of a GSILink: UD packets to QP1 only.
-func (e *Endpoint) inputGSI(_ *rxCtx, b []byte, from, local netip.AddrPort) {
-	p, ipID, ok := e.parse(b, from, local)
+func (e *Endpoint) inputGSI(r *rxCtx, b []byte, from, local netip.AddrPort) {
+	p, ipID, ok := e.parse(r, b, from, local)
 	if !ok {
 		return
 	}
