@@ -209,7 +209,7 @@ func siwMeasure(t *testing.T, g *Guest, impl string, c siwCase, iters int, timeo
 			t.Fatalf("%s %s (attempt %d): %v", impl, c.name, attempt, err)
 		}
 		first, _, _ := strings.Cut(err.Error(), "\n")
-		rejected = append(rejected, first)
+		rejected = append(rejected, strings.TrimSuffix(first, ":"))
 		t.Logf("siw %s attempt %d rejected, repeating: %v", c.name, attempt, err)
 	}
 }
