@@ -78,6 +78,7 @@ type Reader struct {
 	rp, wp    int
 	size      int     // the large buffer's size (FramingOptions.ReadBuffer)
 	big       *[]byte // the large buffer, from readBufPool(size), or nil
+	spilled   *[]byte // buf while it holds what a ReadAhead read past its FPDUs (spill)
 	small     [smallBuffer]byte
 	lastFill  int // octets the last refill of buf brought in
 	lastULP   int // ULPDU_Length of the last FPDU started
@@ -129,7 +130,11 @@ func (fr *Reader) Reset(r io.Reader, opt FramingOptions) {
 // nothing buffered in it (a Reader that will not be read again should call it; a
 // later read takes a buffer again as needed).
 func (fr *Reader) Release() {
-	if fr.big == nil || fr.rp != fr.wp {
+	if fr.rp != fr.wp {
+		return
+	}
+	fr.unspill()
+	if fr.big == nil {
 		return
 	}
 	readBufPool(fr.size).Put(fr.big)
@@ -144,6 +149,7 @@ func (fr *Reader) Release() {
 // all, where the small one would take its start and a second, direct read the rest), the
 // small one again after a refill that brought less than the small one holds.
 func (fr *Reader) refillBuffer() {
+	fr.unspill()
 	fr.rp, fr.wp = 0, 0
 	medium := fr.lastULP > len(fr.small) && FPDULen(fr.lastULP) <= fr.size
 	switch {

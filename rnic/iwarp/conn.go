@@ -78,6 +78,7 @@ type Conn struct {
 	// receiver-owned
 	rxMSN     [4]ddp.MSN // next MSN expected per queue
 	rxPieces  [][]byte
+	ahead     *readAhead // Read Response segments read ahead (streamReadResp), once needed
 	rh        [128]byte
 	cur       *rnic.RecvWQE
 	curGot    uint64

@@ -42,6 +42,9 @@
 // The exception is a Read Response that continues the pending Read exactly: it is placed
 // straight into that Read's sink and checked after, which no one can tell apart (the
 // sink's contents are undefined until the Read completes, and a CRC error fails it).
+// A multi-segment Read Response is read ahead: the segments still to come are expected
+// at the same size and the same readv takes several of them into the sink
+// (mpa.Reader.ReadAhead), checking each one's length, header and CRC after.
 // Every violation is answered with a Terminate carrying the RFC 5040/5041/5044 layer,
 // type and code; the QP then moves to Error.
 //

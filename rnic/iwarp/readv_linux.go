@@ -9,14 +9,15 @@ import (
 // readvState performs readv(2) through a RawConn without allocating: the callback is a
 // method value made once, and its arguments and results live here.
 type readvState struct {
-	iov  [4]syscall.Iovec
-	niov int
-	n    int
-	err  error
-	fn   func(fd uintptr) bool
+	iov   []syscall.Iovec // small, or a larger array once a read ahead needed one
+	small [4]syscall.Iovec
+	niov  int
+	n     int
+	err   error
+	fn    func(fd uintptr) bool
 }
 
-func (s *readvState) init() { s.fn = s.do }
+func (s *readvState) init() { s.fn, s.iov = s.do, s.small[:] }
 
 func (s *readvState) do(fd uintptr) bool {
 	for {
@@ -35,9 +36,13 @@ func (s *readvState) do(fd uintptr) bool {
 	}
 }
 
-// readv reads into the non-empty buffers of bufs (the first four) in order with one
-// system call.
+// readv reads into the non-empty buffers of bufs in order with one system call. A
+// connection's first read of more than four buffers (mpa.Reader.ReadAhead) makes the
+// iovec array it keeps from then on.
 func (s *readvState) readv(rc syscall.RawConn, bufs [][]byte) (int, error) {
+	if len(bufs) > len(s.iov) {
+		s.iov = make([]syscall.Iovec, len(bufs))
+	}
 	s.niov = 0
 	for _, b := range bufs {
 		if len(b) == 0 {

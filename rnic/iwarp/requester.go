@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 
 	"github.com/softrnic/softrnic/ddp"
+	"github.com/softrnic/softrnic/mpa"
 	"github.com/softrnic/softrnic/rdmap"
 	"github.com/softrnic/softrnic/rnic"
 )
@@ -107,6 +108,9 @@ func (c *Conn) rxReadResp(h []byte, n int, plen uint64) bool {
 		c.sendTerm(rdmap.FromDDP(ddp.ErrBaseBounds), h, n, nil)
 		return false
 	}
+	if !c.staging && e.w != nil {
+		return c.streamReadResp(h, plen, e)
+	}
 	if e.w != nil {
 		if err := c.readInto(e.w.Segs, e.got, plen); err != nil {
 			c.rxError(err)
@@ -117,6 +121,89 @@ func (c *Conn) rxReadResp(h []byte, n int, plen uint64) bool {
 		return false
 	}
 	return c.readRespPlaced(h, n, plen, e)
+}
+
+// streamReadResp reads the payload of the Read Response FPDU whose header h was just
+// read (plen octets, continuing e, the front of the ORQ) from the stream into e's sink
+// and ends the FPDU. When the Read goes on past it and the sink is contiguous there, the
+// segments still to come are expected to be the same size (the peer's MULPDU) with the
+// same header but for their TO and the last one's L bit, and the same system call takes
+// them straight into the sink too (mpa.Reader.ReadAhead; one readv per several 64 KiB
+// FPDUs instead of one each). A segment that turns out otherwise is parsed as usual from
+// where it starts. Every segment taken is accounted for as segment and rxReadResp would
+// have. It returns false when the receiver must stop.
+func (c *Conn) streamReadResp(h []byte, plen uint64, e *orqEntry) bool {
+	n := len(h) + int(plen)
+	c.rxPieces = rnic.Segs(e.w.Segs).Slices(c.rxPieces, e.got, plen)
+	t := ddp.Tagged(h)
+	if len(c.rxPieces) != 1 || t.Last() || plen == 0 || len(h) != ddp.TaggedLen {
+		for _, p := range c.rxPieces {
+			if err := c.rd.ReadFull(p); err != nil {
+				clear(c.rxPieces)
+				c.rxError(err)
+				return false
+			}
+		}
+		clear(c.rxPieces) // keep no reference to the WQE's memory
+		if err := c.rd.End(); err != nil {
+			c.rxError(err)
+			return false
+		}
+		return c.readRespPlaced(h, n, plen, e)
+	}
+	p := c.rxPieces[0]
+	if c.ahead == nil {
+		c.ahead = new(readAhead)
+	}
+	a := c.ahead
+	k, off, to := 0, e.got+plen, t.TO()+plen
+	for k < mpa.MaxAhead && off < e.size {
+		sz := min(plen, e.size-off)
+		c.rxPieces = rnic.Segs(e.w.Segs).Slices(c.rxPieces[:0], off, sz)
+		if len(c.rxPieces) != 1 {
+			break
+		}
+		hk := a.hdr[k][:]
+		copy(hk, h)
+		ddp.Tagged(hk).Init(off+sz == e.size, t.ULPControl(), t.STag(), to)
+		a.exp[k] = mpa.Ahead{Header: hk, Payload: c.rxPieces[0]}
+		k, off, to = k+1, off+sz, to+sz
+	}
+	clear(c.rxPieces)
+	done, started, err := c.rd.ReadAhead(p, a.exp[:k])
+	if err != nil {
+		clear(a.exp[:])
+		c.rxError(err)
+		return false
+	}
+	ok := c.readRespPlaced(h, n, plen, e)
+	for i := 0; ok && i < done; i++ {
+		x := a.exp[i]
+		c.qp.CountRx(len(x.Payload), 1)
+		ok = c.readRespPlaced(x.Header, len(x.Header)+len(x.Payload), uint64(len(x.Payload)), e)
+	}
+	if ok && started {
+		x := a.exp[done]
+		c.qp.CountRx(len(x.Payload), 1)
+		if err := c.rd.ReadFull(x.Payload[len(x.Payload)-c.rd.Remaining():]); err != nil {
+			c.rxError(err)
+			ok = false
+		} else if err := c.rd.End(); err != nil {
+			c.rxError(err)
+			ok = false
+		} else {
+			ok = c.readRespPlaced(x.Header, len(x.Header)+len(x.Payload), uint64(len(x.Payload)), e)
+		}
+	}
+	clear(a.exp[:]) // keep no reference to the WQE's memory
+	return ok
+}
+
+// readAhead is a connection's state for the Read Response segments it reads ahead
+// (streamReadResp), made at its first Read of several segments.
+type readAhead struct {
+	exp [mpa.MaxAhead]mpa.Ahead
+	hdr [mpa.MaxAhead][ddp.TaggedLen]byte
 }
 
 // readRespPlaced accounts for a Read Response segment of plen bytes placed for e (the

@@ -150,20 +150,7 @@ func (c *Conn) readRespSink(h []byte, n int) *orqEntry {
 func (c *Conn) placeReadResp(h []byte, n int, e *orqEntry) bool {
 	plen := uint64(n - ddp.TaggedLen)
 	c.qp.CountRx(int(plen), 1)
-	c.rxPieces = rnic.Segs(e.w.Segs).Slices(c.rxPieces, e.got, plen)
-	for _, p := range c.rxPieces {
-		if err := c.rd.ReadFull(p); err != nil {
-			clear(c.rxPieces)
-			c.rxError(err)
-			return false
-		}
-	}
-	clear(c.rxPieces) // keep no reference to the WQE's memory
-	if err := c.rd.End(); err != nil {
-		c.rxError(err)
-		return false
-	}
-	return c.readRespPlaced(h, n, plen, e)
+	return c.streamReadResp(h, plen, e)
 }
 
 // stageBufs pools the CRC staging buffers.
