@@ -93,6 +93,7 @@ type siwRow struct {
 func bwAvg(r siwRun) float64  { return r.BWAvg }
 func latTyp(r siwRun) float64 { return r.LatTyp }
 func latP99(r siwRun) float64 { return r.LatP99 }
+func latMin(r siwRun) float64 { return r.LatMin }
 
 // wallBW is the bandwidth from the client's wall-clock time (set-up included).
 func wallBW(r siwRun) float64 {
@@ -108,8 +109,10 @@ var siwRows = []siwRow{
 	{"RDMA READ bandwidth, 64 KiB (MB/s)", "read_bw_65536", bwAvg, false},
 	{"RDMA WRITE latency, 64 B, typical (µs)", "write_lat_64", latTyp, true},
 	{"RDMA WRITE latency, 64 B, 99th percentile (µs)", "write_lat_64", latP99, true},
+	{"RDMA WRITE latency, 64 B, minimum (µs)", "write_lat_64", latMin, true},
 	{"RDMA READ latency, 64 B, typical (µs)", "read_lat_64", latTyp, true},
 	{"RDMA READ latency, 64 B, 99th percentile (µs)", "read_lat_64", latP99, true},
+	{"RDMA READ latency, 64 B, minimum (µs)", "read_lat_64", latMin, true},
 	{"cross-check: WRITE 64 KiB, bytes ÷ client wall time incl. set-up (MB/s)", "write_bw_65536", wallBW, false},
 }
 
@@ -128,6 +131,9 @@ func siwStats(runs []siwRun, w siwRow) siwStat {
 			continue
 		}
 		v := w.metric(r)
+		if v <= 0 { // not reported (the test writes every figure it parsed, all positive)
+			continue
+		}
 		p := byPair[r.Pair]
 		if r.Impl == "siw" {
 			s.siw = append(s.siw, v)
@@ -182,7 +188,8 @@ func siwMarkdown(meta siwMeta, runs []siwRun, header, goCmd string) string {
 		meta.GuestKernel, meta.QEMU, meta.GuestCPUs, meta.Clocksource, meta.Build)
 	fmt.Fprintf(&b, "Each case ran %d times on each side, in pairs (siw, then softrnic, then the next case; the pairs one after the other), "+
 		"both server and client inside the guest over its own address 192.168.77.2 (siw0's), so both go through the same guest kernel's TCP loopback. "+
-		"Values are perftest's own figures from the client's report line (BW average; latency t_typical, perftest's median, and its 99%% percentile). "+
+		"Values are perftest's own figures from the client's report line (BW average; latency t_typical, perftest's median, its 99%% percentile and t_min: "+
+		"the minimum is the least disturbed by the host's load). "+
 		"Each side's column is its median (lowest–highest run); the ratio is the median (lowest–highest) of the per-pair ratios, "+
 		"softrnic ÷ siw for bandwidth and siw ÷ softrnic for latency, so > 1 means softrnic is faster. Goal (issue 14): ≥ 1.0. Do not edit by hand.\n\n", meta.Pairs)
 	b.WriteString("| case | siw | softrnic | ratio (> 1: softrnic faster) | goal ≥ 1.0 met |\n|---|---|---|---|---|\n")
@@ -216,7 +223,7 @@ func siwMarkdown(meta siwMeta, runs []siwRun, header, goCmd string) string {
 	for _, r := range runs {
 		for _, c := range []string{r.ServerCmd, r.ClientCmd} {
 			c = portRE.ReplaceAllString(c, "-p PORT")
-			if !seen[c] {
+			if c != "" && !seen[c] {
 				seen[c] = true
 				b.WriteString(c + "\n")
 			}

@@ -52,6 +52,7 @@ func TestSiwParseAndStats(t *testing.T) {
 		"| RDMA WRITE bandwidth, 64 KiB (MB/s) | 90.0 (80.0–100.0) | 85.0 (50.0–120.0) | 1.00 (0.50–1.50) | yes |",
 		"| RDMA WRITE latency, 64 B, typical (µs) | 35.0 (30.0–40.0) | 160.0 (20.0–300.0) | 1.05 (0.10–2.00) | yes |",
 		"| RDMA READ bandwidth, 64 KiB (MB/s) | — | — | — |  |",
+		"| RDMA WRITE latency, 64 B, minimum (µs) | 20.0 (20.0–20.0) | 100.0 (100.0–100.0) | 0.20 (0.20–0.20) | no |",
 		"- pair 1 siw write_lat_64: siw: client exit 137",
 		"ib_write_bw -d siw0 -R -F -s 65536 -n 2000 -p PORT 192.168.77.2\n",
 		"softrnic perftest write -R -F -s 65536 -n 2000 -p PORT --bind 192.168.77.2\n",

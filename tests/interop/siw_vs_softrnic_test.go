@@ -84,8 +84,9 @@ var siwPorts atomic.Int32
 
 func siwPort() int { return 20500 + int(siwPorts.Add(1)) }
 
-// latRow is perftest's latency row: size, iterations, t_min, t_max, t_typical, t_avg,
-// t_stdev, 99% and 99.9% percentiles. Only finite numbers match (perftest prints inf and
+// parseLatRow returns t_min, t_typical, t_avg and the 99% percentile (µs) of perftest's
+// latency row for size (latRowRE: size, iterations, t_min, t_max, t_typical, t_avg,
+// t_stdev, 99% and 99.9% percentiles). Only finite numbers match (perftest prints inf and
 // -nan when its TSC deltas go wrong under TCG: see siwMeasure).
 func parseLatRow(out string, size, iters int) (min, typ, avg, p99 float64, err error) {
 	for _, m := range latRowRE.FindAllStringSubmatch(out, -1) {
