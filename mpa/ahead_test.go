@@ -223,3 +223,27 @@ func TestReadAheadPlain(t *testing.T) {
 		t.Fatalf("outside an FPDU: %v", err)
 	}
 }
+
+// TestFPDUBuffered: true exactly when the buffer holds the whole next FPDU.
+func TestFPDUBuffered(t *testing.T) {
+	wire := AppendFPDU(nil, true, []byte("first FPDU"))
+	second := AppendFPDU(nil, true, []byte("second, longer FPDU"))
+	for cut := 0; cut <= len(second); cut++ {
+		fr := NewReader(bytes.NewReader(append(append([]byte(nil), wire...), second[:cut]...)), FramingOptions{CRC: true})
+		if fr.FPDUBuffered() {
+			t.Fatal("true before anything was read")
+		}
+		if _, err := fr.Next(); err != nil {
+			t.Fatal(err)
+		}
+		if fr.FPDUBuffered() {
+			t.Fatal("true inside an FPDU")
+		}
+		if err := fr.End(); err != nil {
+			t.Fatal(err)
+		}
+		if got, want := fr.FPDUBuffered(), cut == len(second); got != want {
+			t.Fatalf("%d of %d octets of the next FPDU buffered: %v", cut, len(second), got)
+		}
+	}
+}

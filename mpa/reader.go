@@ -165,6 +165,15 @@ func (fr *Reader) refillBuffer() {
 // caller can tell whether the next read will block.
 func (fr *Reader) InBuffered() int { return fr.wp - fr.rp }
 
+// FPDUBuffered reports whether the buffer holds the whole next FPDU (the Reader is between
+// FPDUs; not with Markers), so that reading it will not wait for the stream.
+func (fr *Reader) FPDUBuffered() bool {
+	if fr.in || fr.markers || fr.err != nil || fr.wp-fr.rp < LengthLen {
+		return false
+	}
+	return fr.wp-fr.rp >= FPDULen(int(binary.BigEndian.Uint16(fr.buf[fr.rp:])))
+}
+
 // StreamOffset returns the number of octets consumed so far, counted as in
 // FramingOptions.StreamOffset.
 func (fr *Reader) StreamOffset() uint32 { return fr.pos }

@@ -79,6 +79,7 @@ type Conn struct {
 	rxMSN     [4]ddp.MSN // next MSN expected per queue
 	rxPieces  [][]byte
 	ahead     *readAhead // Read Response segments read ahead (streamReadResp), once needed
+	respDefer bool       // responses queued while more requests were buffered (respond)
 	rh        [128]byte
 	cur       *rnic.RecvWQE
 	curGot    uint64

@@ -134,8 +134,15 @@ const inlineFPDUs = 16
 // respond sends the responses just queued on the IRQ. When the sender goroutine is idle,
 // the receiver writes small responses itself (respondInline), saving the goroutine
 // hand-off — and the runtime's wake-up of an idle thread that comes with it — on the
-// critical path of every Read and atomic; otherwise it wakes the sender.
+// critical path of every Read and atomic; otherwise it wakes the sender. While the next
+// FPDU is already buffered (a burst of requests), it waits: the receive loop calls it
+// again before it reads the stream, so a burst's responses go out in one write instead
+// of one each. Only the receiver calls it.
 func (c *Conn) respond() {
+	if c.rd.FPDUBuffered() {
+		c.respDefer = true
+		return
+	}
 	if c.twRC == nil && !c.twNo {
 		c.twRC = txTry(c.nc)
 		c.twNo = c.twRC == nil

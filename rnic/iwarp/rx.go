@@ -19,6 +19,10 @@ func (c *Conn) recvLoop() {
 	defer c.exit()
 	defer close(c.rxDone)
 	for {
+		if c.respDefer && !c.rd.FPDUBuffered() {
+			c.respDefer = false
+			c.respond()
+		}
 		n, err := c.rd.Next()
 		if err != nil {
 			c.rxError(err)
