@@ -17,7 +17,7 @@
 // tests. An [Endpoint] owns one link: its receive goroutine verifies the ICRC,
 // demultiplexes by destination QP and runs the responder and completer of
 // the target QP inline; control packets produced by a batch (ACKs, NAKs) are
-// sent after it in one call. On a UDPLink a WRITE or SEND payload is copied once
+// sent after it in one call. On a UDPLink an RC WRITE or SEND payload is copied once
 // in user space, into the destination's memory: the requester hands sendmmsg the
 // registered memory of the WQE (an iovec between headers and ICRC, for a packet's
 // payload of 512 bytes or more within one SGE; READ responses are copied, their

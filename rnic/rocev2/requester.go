@@ -315,8 +315,12 @@ func (c *Conn) fill() int {
 // request builds the next request packet of e at c.sendOff / c.sendPSN in b. On a
 // gatherLink a payload that one segment of the WQE holds is not copied: it is returned
 // as body, and b is the headers, pad and ICRC, the packet's parts (txBatch.setParts).
-// (READ responses are always copied: the responder's memory may change under them, and
-// a packet must match its ICRC.)
+// Only RC: its WQE completes when the peer acknowledges it, after the kernel copied the
+// packet (a retransmission racing the ACK of the original may carry bytes the application
+// changed after the completion under the old ICRC: the peer drops that duplicate as
+// corrupt), where a UC WQE completes as its last packet is built (fill), before the send.
+// (READ responses are always copied: the responder's memory may change under them, and a
+// packet must match its ICRC.)
 func (c *Conn) request(b []byte, e *sqe) (pkt, body []byte, last bool) {
 	w := e.w
 	h := &c.hdr
@@ -403,7 +407,7 @@ func (c *Conn) request(b []byte, e *sqe) (pkt, body []byte, last bool) {
 	}
 	b = h.Append(b, n)
 	if payload && n > 0 {
-		if c.e.gather != nil && n >= minGather {
+		if c.e.gather != nil && n >= minGather && c.typ == RC {
 			if c.segs = w.Segs.Slices(c.segs[:0], off, uint64(n)); len(c.segs) == 1 {
 				body = c.segs[0]
 			}
