@@ -214,7 +214,7 @@ func siwMarkdown(meta siwMeta, runs []siwRun, header, goCmd string) string {
 			rej = append(rej, fmt.Sprintf("pair %d %s %s: %s", r.Pair, r.Impl, r.Case, x))
 		}
 	}
-	fmt.Fprintf(&b, "\nsiw runs repeated because perftest failed or printed a non-finite figure (the test repeats siw's run, at most 4 attempts, and never softrnic's): %d.\n", len(rej))
+	fmt.Fprintf(&b, "\nsiw runs repeated because perftest failed or printed a non-finite figure (the test repeats siw's run, at most 8 attempts, and never softrnic's; see siwMeasure in tests/interop/siw_vs_softrnic_test.go): %d.\n", len(rej))
 	for _, x := range rej {
 		fmt.Fprintf(&b, "- %s\n", x)
 	}
