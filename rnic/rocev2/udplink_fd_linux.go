@@ -95,21 +95,6 @@ func newUDPLinkConn(conn *net.UDPConn, local netip.AddrPort, o *UDPOptions) (*UD
 	if err != nil {
 		return nil, fmt.Errorf("rocev2: SO_DOMAIN: %w", err)
 	}
-	l.shdr = make([]unix.Mmsghdr, opt.Batch)
-	l.siov = make([]unix.Iovec, opt.Batch)
-	l.sctl = make([]byte, opt.Batch*unix.CmsgSpace(2))
-	l.rhdr = make([]unix.Mmsghdr, opt.Batch)
-	l.riov = make([]unix.Iovec, opt.Batch)
-	l.rname = make([]unix.RawSockaddrInet6, opt.Batch)
-	if l.gro {
-		n := min(opt.Batch, 8)
-		l.gbuf = make([][]byte, n)
-		for i := range l.gbuf {
-			l.gbuf[i] = make([]byte, groBufLen)
-		}
-		l.rctl = make([]byte, n*unix.CmsgSpace(4))
-	}
-	l.sendFn = l.doSend
-	l.recvFn = l.doRecv
+	l.init(opt.Batch)
 	return l, nil
 }

@@ -139,23 +139,29 @@ func ListenUDP(addr netip.AddrPort, o *UDPOptions) (*UDPLink, error) {
 			l.gro = unix.SetsockoptInt(int(fd), unix.IPPROTO_UDP, udpGRO, 1) == nil
 		}
 	})
-	l.shdr = make([]unix.Mmsghdr, opt.Batch)
-	l.siov = make([]unix.Iovec, 3*opt.Batch) // up to 3 per packet (sendParts)
-	l.sctl = make([]byte, opt.Batch*unix.CmsgSpace(2))
-	l.rhdr = make([]unix.Mmsghdr, opt.Batch)
-	l.riov = make([]unix.Iovec, opt.Batch)
-	l.rname = make([]unix.RawSockaddrInet6, opt.Batch)
+	l.init(opt.Batch)
+	return l, nil
+}
+
+// init allocates the link's syscall state for batches of n once its offloads are known
+// (ListenUDP, NewUDPLinkFile).
+func (l *UDPLink) init(n int) {
+	l.shdr = make([]unix.Mmsghdr, n)
+	l.siov = make([]unix.Iovec, 3*n) // up to 3 per packet (sendParts)
+	l.sctl = make([]byte, n*unix.CmsgSpace(2))
+	l.rhdr = make([]unix.Mmsghdr, n)
+	l.riov = make([]unix.Iovec, n)
+	l.rname = make([]unix.RawSockaddrInet6, n)
 	if l.gro {
-		n := min(opt.Batch, 8)
-		l.gbuf = make([][]byte, n)
+		g := min(n, 8)
+		l.gbuf = make([][]byte, g)
 		for i := range l.gbuf {
 			l.gbuf[i] = make([]byte, groBufLen)
 		}
-		l.rctl = make([]byte, n*unix.CmsgSpace(4))
+		l.rctl = make([]byte, g*unix.CmsgSpace(4))
 	}
 	l.sendFn = l.doSend
 	l.recvFn = l.doRecv
-	return l, nil
 }
 
 // GSO reports whether UDP GSO is in use.
@@ -226,18 +232,22 @@ func (l *UDPLink) sendParts(head, body, tail [][]byte, dst netip.AddrPort) error
 	l.smu.Lock()
 	defer l.smu.Unlock()
 	p := txParts{head, body, tail}
+	per := 1 // iovecs a packet may take
+	if body != nil {
+		per = 3
+	}
 	nl := l.putName(dst)
 	var sendErr error
 	for len(p.head) > 0 {
 		nh, ni, nc := 0, 0, 0
 		i := 0
-		for i < len(p.head) && nh < len(l.shdr) && ni+3 <= len(l.siov) {
+		for i < len(p.head) && nh < len(l.shdr) && ni+per <= len(l.siov) {
 			// a run of packets of the size of packet i (the last may be shorter)
 			j := i + 1
 			size := p.size(i)
 			total := size
 			if l.gso {
-				for j < len(p.head) && ni+3*(j-i+1) <= len(l.siov) && j-i < 64 && total+p.size(j) <= groBufLen-512 &&
+				for j < len(p.head) && ni+per*(j-i+1) <= len(l.siov) && j-i < 64 && total+p.size(j) <= groBufLen-512 &&
 					p.size(j) <= size && p.size(j-1) == size {
 					total += p.size(j)
 					j++
