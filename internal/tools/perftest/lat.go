@@ -342,19 +342,9 @@ func (s *session) waitLat(ctx context.Context, recv bool) error {
 			s.latSends--
 			return nil
 		}
-		// Busy-poll the CQ, as perftest's latency tests do (ibv_poll_cq in a loop): a
-		// blocking Wait adds a thread wake-up to every round trip, which a small guest
-		// pays dearly for.
-		k, err := s.cq.Poll(s.wc)
-		if k == 0 && err == nil {
-			if err := s.latSpin.spin(ctx); err != nil {
-				return fmt.Errorf("poll CQ: %w", causeOf(ctx, err))
-			}
-			continue
-		}
-		s.latSpin.reset()
+		k, err := s.cq.Wait(ctx, s.wc)
 		if err != nil {
-			return fmt.Errorf("poll CQ: %w", err)
+			return fmt.Errorf("poll CQ: %w", causeOf(ctx, err))
 		}
 		for _, wc := range s.wc[:k] {
 			if wc.Status != rnic.StatusSuccess {
@@ -373,19 +363,14 @@ func (s *session) waitLat(ctx context.Context, recv bool) error {
 // poll byte and credits). There is no event to wait on instead: an RDMA Write is placed
 // at its target without a completion there (RFC 5040 §4.3, IBTA §9.4.3), which is why
 // perftest's write_lat busy-polls. It yields the processor at every turn and, once a wait
-// has lasted 50 µs, pauses spinBackoff between looks (pause: the thread sleeps in the
-// kernel), so that a slow peer costs little CPU and the thread that places the peer's
-// Write gets a processor (both ends of a test may share two cores, or two vCPUs of a
-// guest), and a fast one no latency. It ends the wait when ctx does.
-//
-// The pause is not a Go timer: a timer shorter than a millisecond, with nothing else to
-// run, parks the process in the network poller, whose timeout has millisecond
-// granularity, so every look after the first 50 µs would cost a millisecond (inside a
-// TCG guest, where a round trip outlasts 50 µs, that made write_lat's typical latency
-// 2.6 ms against siw's 53 µs: bench/SIW.md at 1896409).
+// has lasted 50 µs, sleeps 10 µs between looks, so that a slow peer costs little CPU
+// (both ends of a test may share this machine's two cores) and a fast one no latency.
+// It ends the wait when ctx does. The back-off is a timer (reused, so a wait allocates
+// nothing) that ctx interrupts, not a sleep.
 type spinner struct {
 	n     int
 	start time.Time
+	t     *time.Timer
 }
 
 func (sp *spinner) spin(ctx context.Context) error {
@@ -399,8 +384,18 @@ func (sp *spinner) spin(ctx context.Context) error {
 	}
 	sp.n++
 	if sp.n > 64 && time.Since(sp.start) > 50*time.Microsecond {
-		pause(spinBackoff)
-		return nil
+		if sp.t == nil {
+			sp.t = time.NewTimer(spinBackoff)
+		} else {
+			sp.t.Reset(spinBackoff)
+		}
+		select {
+		case <-sp.t.C:
+			return nil
+		case <-ctx.Done():
+			sp.t.Stop()
+			return ctx.Err()
+		}
 	}
 	runtime.Gosched()
 	return nil

@@ -59,7 +59,6 @@ type session struct {
 	delta    []cycles // latency scratch
 	latSends int      // latency tests: completions taken off the CQ ahead of their wait
 	latRecvs int
-	latSpin  spinner // latency tests: paces the CQ busy-poll (waitLat)
 
 	naksAfterRun atomic.Uint64              // 1 + the data QPs' NAKs when this side's transfers ended (0: running)
 	watched      atomic.Pointer[[]*rnic.QP] // the QPs the watchdog samples
