@@ -49,6 +49,7 @@ var ptReportRE = regexp.MustCompile(`(?m)^\s*(\d+)\s+(\d+)\s+([0-9.]+|inf|nan)\s
 // guest's own siw loopback too, with no softrnic involved). That is logged, not failed.
 func ptParseReport(t *testing.T, who, out string, size, iters int, mine bool) float64 {
 	t.Helper()
+	out = cleanPerftest(out)
 	for _, m := range ptReportRE.FindAllStringSubmatch(out, -1) {
 		if m[1] != strconv.Itoa(size) {
 			continue

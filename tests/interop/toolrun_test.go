@@ -178,13 +178,23 @@ func (r pairResult) ok(t *testing.T, guestTool string) {
 }
 
 // latRowRE matches a perftest latency row (REPORT_FMT_LAT): size, iterations and the
-// seven statistics.
-var latRowRE = regexp.MustCompile(`(?m)^ (\d+)\s+(\d+)\s+([0-9.]+)\s+([0-9.]+)\s+([0-9.]+)\s+([0-9.]+)\s+([0-9.]+)\s+([0-9.]+)\s+([0-9.]+)\s*$`)
+// seven statistics (inf or nan where perftest's clock calibration failed).
+var latRowRE = regexp.MustCompile(`(?m)^ (\d+)\s+(\d+)` + strings.Repeat(`\s+([0-9.]+|-?inf|-?nan)`, 7) + `\s*$`)
+
+// perftestNoteRE matches a note perftest writes to stderr while it reports, with its
+// newline: the output is read with stdout and stderr together, and perftest's buffered
+// stdout can be cut anywhere by it (a result row split in two), so cleanPerftest takes it
+// out before the rows are looked for.
+var perftestNoteRE = regexp.MustCompile(`Correlation coefficient r\^2: \S*\n?`)
+
+// cleanPerftest is perftest's output without its stderr notes (perftestNoteRE).
+func cleanPerftest(out string) string { return perftestNoteRE.ReplaceAllString(out, "") }
 
 // latTypical returns the typical latency (µs) of the latency row for size, checking
 // its iteration count.
 func latTypical(t *testing.T, who, out string, size, iters int) float64 {
 	t.Helper()
+	out = cleanPerftest(out)
 	for _, m := range latRowRE.FindAllStringSubmatch(out, -1) {
 		if m[1] != strconv.Itoa(size) {
 			continue
@@ -205,10 +215,9 @@ func latTypical(t *testing.T, who, out string, size, iters int) float64 {
 func skeleton(out string) []string {
 	var s []string
 	num := regexp.MustCompile(`0x[0-9a-f]+|[0-9]+(\.[0-9]+)?`)
-	for _, l := range strings.Split(out, "\n") {
+	for _, l := range strings.Split(cleanPerftest(out), "\n") {
 		switch {
-		case strings.TrimSpace(l) == "", l == "Device not recognized to implement inline feature. Disabling it",
-			strings.HasPrefix(l, "Correlation coefficient r^2:"): // perftest's stderr notes
+		case strings.TrimSpace(l) == "", l == "Device not recognized to implement inline feature. Disabling it":
 		case latRowRE.MatchString(l) || ptReportRE.MatchString(l):
 			s = append(s, "<row>")
 		case strings.HasPrefix(l, " GID: "):
@@ -246,4 +255,22 @@ func sameSkeleton(perftest, softrnic string) error {
 		}
 	}
 	return nil
+}
+
+// TestCleanPerftest: a stderr note that cut a result row in two (seen under load) is taken
+// out, and the row is found again; a row of inf/nan still counts as a row.
+func TestCleanPerftest(t *testing.T) {
+	row := " 64      1000          26.10          2412.20      33.91                36.25             15.01            603.22                 2412.20   \n"
+	split := row[:30] + "Correlation coefficient r^2: 0.9837\n" + row[30:]
+	out := " #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec]    t_stdev[usec]   99% percentile[usec]   99.9% percentile[usec] \n" + split
+	if v := latTypical(t, "split row", out, 64, 1000); v != 33.91 {
+		t.Fatalf("typical %v from the split row", v)
+	}
+	infRow := " 64      1000          inf          -nan      inf                inf             -nan            inf                 inf\n"
+	if a, b := skeleton(out), skeleton(row+"Correlation coefficient r^2: -nan\n"); len(a) != 2 || a[1] != "<row>" || len(b) != 1 || b[0] != "<row>" {
+		t.Fatalf("skeletons %q %q", a, b)
+	}
+	if s := skeleton(infRow); len(s) != 1 || s[0] != "<row>" {
+		t.Fatalf("inf row: %q", s)
+	}
 }
