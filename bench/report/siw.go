@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/softrnic/softrnic/internal/siwbench"
 )
 
 // -siw: issue 14's "against siw, not only TCP". tests/interop's TestSiwVsSoftrnic runs, in
@@ -20,36 +22,11 @@ import (
 // guest's own address, server and client both in the guest, in alternating pairs, and
 // writes one JSON line per run; this reads them and writes bench/SIW.md.
 
-// siwMeta and siwRun mirror the JSON of tests/interop/siw_vs_softrnic_test.go.
-type siwMeta struct {
-	Meta        bool     `json:"meta"`
-	Pairs       int      `json:"pairs"`
-	GuestKernel string   `json:"guest_kernel"`
-	GuestCPUs   string   `json:"guest_cpus"`
-	Clocksource string   `json:"guest_clocksource"`
-	QEMU        string   `json:"qemu"`
-	Build       string   `json:"softrnic_build"`
-	Cases       []string `json:"cases"`
-}
-
-type siwRun struct {
-	Pair      int      `json:"pair"`
-	Impl      string   `json:"impl"`
-	Case      string   `json:"case"`
-	Size      int      `json:"size"`
-	Iters     int      `json:"iters"`
-	BWAvg     float64  `json:"bw_avg_mbs"`
-	BWPeak    float64  `json:"bw_peak_mbs"`
-	LatMin    float64  `json:"lat_min_us"`
-	LatTyp    float64  `json:"lat_typical_us"`
-	LatAvg    float64  `json:"lat_avg_us"`
-	LatP99    float64  `json:"lat_p99_us"`
-	WallS     float64  `json:"client_wall_s"`
-	Attempts  int      `json:"attempts"`
-	Rejected  []string `json:"rejected"`
-	ServerCmd string   `json:"server_cmd"`
-	ClientCmd string   `json:"client_cmd"`
-}
+// The measurement file's records (one format, internal/siwbench).
+type (
+	siwMeta = siwbench.Meta
+	siwRun  = siwbench.Run
+)
 
 // parseSiw reads the measurement file: the metadata line, then the runs.
 func parseSiw(b []byte) (siwMeta, []siwRun, error) {

@@ -14,6 +14,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/softrnic/softrnic/internal/siwbench"
 )
 
 // Issue 14, "against siw, not only TCP": softrnic perftest and perftest over siw0, both
@@ -48,37 +50,11 @@ var siwCases = []siwCase{
 // smokeIters is the iteration count of every case in smoke mode.
 const smokeIters = 200
 
-// siwRun is one run's result (a JSON line of the measurement file).
-type siwRun struct {
-	Pair      int      `json:"pair"`
-	Impl      string   `json:"impl"` // "siw" or "softrnic"
-	Case      string   `json:"case"`
-	Size      int      `json:"size"`
-	Iters     int      `json:"iters"`
-	BWAvg     float64  `json:"bw_avg_mbs,omitempty"` // perftest's "BW average[MB/sec]"
-	BWPeak    float64  `json:"bw_peak_mbs,omitempty"`
-	LatMin    float64  `json:"lat_min_us,omitempty"`
-	LatTyp    float64  `json:"lat_typical_us,omitempty"` // perftest's t_typical (the median)
-	LatAvg    float64  `json:"lat_avg_us,omitempty"`
-	LatP99    float64  `json:"lat_p99_us,omitempty"`
-	WallS     float64  `json:"client_wall_s"` // the client's run, from /proc/uptime (10 ms), set-up included
-	Attempts  int      `json:"attempts"`      // 1 unless siw's run had to be repeated (see Rejected)
-	Rejected  []string `json:"rejected,omitempty"`
-	ServerCmd string   `json:"server_cmd"`
-	ClientCmd string   `json:"client_cmd"`
-}
-
-// siwMeta describes the measurement (the first line of the file).
-type siwMeta struct {
-	Meta        bool     `json:"meta"`
-	Pairs       int      `json:"pairs"`
-	GuestKernel string   `json:"guest_kernel"`
-	GuestCPUs   string   `json:"guest_cpus"`
-	Clocksource string   `json:"guest_clocksource"`
-	QEMU        string   `json:"qemu"`
-	Build       string   `json:"softrnic_build"`
-	Cases       []string `json:"cases"`
-}
+// The measurement file's records (one format, internal/siwbench).
+type (
+	siwMeta = siwbench.Meta
+	siwRun  = siwbench.Run
+)
 
 var siwPorts atomic.Int32
 
@@ -86,9 +62,10 @@ func siwPort() int { return 20500 + int(siwPorts.Add(1)) }
 
 // parseLatRow returns t_min, t_typical, t_avg and the 99% percentile (µs) of perftest's
 // latency row for size (latRowRE: size, iterations, t_min, t_max, t_typical, t_avg,
-// t_stdev, 99% and 99.9% percentiles). Only finite numbers match (perftest prints inf and
-// -nan when its TSC deltas go wrong under TCG: see siwMeasure).
+// t_stdev, 99% and 99.9% percentiles). Rows with inf or -nan (perftest's TSC deltas gone
+// wrong under TCG: see siwMeasure) do not count.
 func parseLatRow(out string, size, iters int) (min, typ, avg, p99 float64, err error) {
+	out = cleanPerftest(out)
 	for _, m := range latRowRE.FindAllStringSubmatch(out, -1) {
 		if m[1] != strconv.Itoa(size) {
 			continue
@@ -96,14 +73,24 @@ func parseLatRow(out string, size, iters int) (min, typ, avg, p99 float64, err e
 		if m[2] != strconv.Itoa(iters) {
 			return 0, 0, 0, 0, fmt.Errorf("latency row has %s iterations, want %d", m[2], iters)
 		}
-		f := func(i int) float64 { v, _ := strconv.ParseFloat(m[i], 64); return v }
-		return f(3), f(5), f(6), f(8), nil
+		var v [4]float64
+		finite := true
+		for k, i := range []int{3, 5, 6, 8} {
+			x, err := strconv.ParseFloat(m[i], 64)
+			v[k] = x
+			finite = finite && err == nil && !math.IsInf(x, 0) && !math.IsNaN(x)
+		}
+		if !finite { // latRowRE also matches perftest's inf/-nan rows
+			continue
+		}
+		return v[0], v[1], v[2], v[3], nil
 	}
 	return 0, 0, 0, 0, fmt.Errorf("no finite latency row for %d bytes", size)
 }
 
 // parseBWRow returns the peak and average bandwidth (MB/s) of perftest's report row.
 func parseBWRow(out string, size, iters int) (peak, avg float64, err error) {
+	out = cleanPerftest(out)
 	for _, m := range ptReportRE.FindAllStringSubmatch(out, -1) {
 		if m[1] != strconv.Itoa(size) {
 			continue

@@ -273,4 +273,10 @@ func TestCleanPerftest(t *testing.T) {
 	if s := skeleton(infRow); len(s) != 1 || s[0] != "<row>" {
 		t.Fatalf("inf row: %q", s)
 	}
+	if _, _, _, _, err := parseLatRow(infRow, 64, 1000); err == nil {
+		t.Fatal("parseLatRow took a row of inf and -nan")
+	}
+	if _, typ, _, _, err := parseLatRow(split, 64, 1000); err != nil || typ != 33.91 {
+		t.Fatalf("parseLatRow of the split row: %v %v", typ, err)
+	}
 }
