@@ -29,7 +29,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
 	"strconv"
 	"time"
 
@@ -108,77 +107,53 @@ func Usage(w io.Writer) {
 // ParseArgs parses ucmatose's command line.
 func ParseArgs(args []string) (Options, error) {
 	o := DefaultOptions()
-	found, operands, err := tool.Getopt(args, opts)
+	operands, err := tool.Parse(args, opts, tool.Common{Link: &o.Link, Timeout: &o.Timeout, Idle: &o.Idle}, o.set)
+	if err == nil {
+		err = tool.NoOperands(operands)
+	}
 	if err != nil {
 		return o, err
 	}
-	if len(operands) > 0 {
-		return o, fmt.Errorf("unexpected argument %q", operands[0])
-	}
-	for _, a := range found {
-		if ok, err := tool.SetLink(&o.Link, a); ok { // --xdp, --pcap
-			if err != nil {
-				return o, err
-			}
-			continue
-		}
-		num := func(p *int) error {
-			// atoi: a number, else 0
-			n, err := strconv.ParseInt(a.Value, 0, 64)
-			if err != nil {
-				return fmt.Errorf("invalid %s %q", a.Name(), a.Value)
-			}
-			*p = int(n)
-			return nil
-		}
-		var err error
-		switch a.Short {
-		case 's':
-			o.Server = a.Value
-		case 'b':
-			o.Bind = a.Value
-		case 'f':
-			if a.Value != "ip" && a.Value != "name" {
-				return o, fmt.Errorf("-f %s: softrnic resolves IP addresses and names only", a.Value)
-			}
-		case 'P':
-			if a.Value != "tcp" {
-				return o, fmt.Errorf("-P %s: only the tcp port space (RDMA_PS_TCP); ib is InfiniBand-only", a.Value)
-			}
-		case 'c':
-			err = num(&o.Conns)
-		case 'C':
-			err = num(&o.Count)
-		case 'S':
-			err = num(&o.Size)
-		case 't':
-			err = num(&o.TOS)
-		case 'p':
-			err = num(&o.Port)
-		case 'a':
-			err = num(&o.AckTimeout)
-		case 'm':
-			o.Migrate = true
-		}
-		switch a.Long {
-		case "roce":
-			o.RoCE = true
-		case "timeout", "idle":
-			d, derr := tool.ParseDuration(a.Long, a.Value)
-			if derr != nil {
-				return o, derr
-			}
-			if a.Long == "idle" {
-				o.Idle = d
-			} else {
-				o.Timeout = d
-			}
-		}
-		if err != nil {
-			return o, err
-		}
-	}
 	return o, o.check()
+}
+
+func (o *Options) set(a tool.Arg) error {
+	num := func(p *int) (err error) { // atoi
+		*p, err = tool.Int(a)
+		return err
+	}
+	switch a.Short {
+	case 's':
+		o.Server = a.Value
+	case 'b':
+		o.Bind = a.Value
+	case 'f':
+		if a.Value != "ip" && a.Value != "name" {
+			return fmt.Errorf("-f %s: softrnic resolves IP addresses and names only", a.Value)
+		}
+	case 'P':
+		if a.Value != "tcp" {
+			return fmt.Errorf("-P %s: only the tcp port space (RDMA_PS_TCP); ib is InfiniBand-only", a.Value)
+		}
+	case 'c':
+		return num(&o.Conns)
+	case 'C':
+		return num(&o.Count)
+	case 'S':
+		return num(&o.Size)
+	case 't':
+		return num(&o.TOS)
+	case 'p':
+		return num(&o.Port)
+	case 'a':
+		return num(&o.AckTimeout)
+	case 'm':
+		o.Migrate = true
+	}
+	if a.Long == "roce" {
+		o.RoCE = true
+	}
+	return nil
 }
 
 // maxConns bounds -c: each connection holds a QP, two CQs and a buffer.
@@ -198,19 +173,8 @@ func (o *Options) check() error {
 
 // Main is the "softrnic cmatose" command.
 func Main(args []string) int {
-	o, err := ParseArgs(args)
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "cmatose: %v\n", err)
-		Usage(os.Stderr)
-		return 2
-	}
-	return hostlink.Main("cmatose", o.Link, os.Stderr, func() int { // --xdp, --pcap
-		ctx, stop := tool.SignalContext()
-		defer stop()
-		if err := Run(ctx, o, os.Stdout, os.Stderr); err != nil {
-			return 1
-		}
-		return 0
+	return tool.Main("cmatose", args, ParseArgs, Usage, func(ctx context.Context, o Options, stdout, stderr io.Writer) error {
+		return tool.Reported(Run(ctx, o, stdout, stderr)) // Run printed it, as ucmatose does
 	})
 }
 
@@ -234,14 +198,7 @@ func Run(ctx context.Context, o Options, stdout, _ io.Writer) error {
 		err = t.runServer(ctx)
 	}
 	t.close()
-	status := 0
-	if err != nil {
-		fmt.Fprintf(out, "cmatose: %v\n", err)
-		status = 1
-	}
-	fmt.Fprintf(out, "test complete\n")
-	fmt.Fprintf(out, "return status %d\n", status)
-	return err
+	return tool.ReturnStatus(out, "cmatose", err)
 }
 
 // test is ucmatose's struct cmatest.

@@ -105,20 +105,9 @@ func ParseArgs(args []string) (Options, error) {
 		return Options{}, fmt.Errorf("unknown test %q (want write, read, send, atomic, write_lat, read_lat or send_lat)", args[0])
 	}
 	o := Defaults(v, lat)
-	found, operands, err := tool.Getopt(args[1:], opts)
+	operands, err := tool.Parse(args[1:], opts, tool.Common{Link: &o.Link, Timeout: &o.Timeout, Idle: &o.Idle}, o.set)
 	if err != nil {
 		return o, err
-	}
-	for _, a := range found {
-		if ok, err := tool.SetLink(&o.Link, a); ok { // --xdp, --pcap
-			if err != nil {
-				return o, err
-			}
-			continue
-		}
-		if err := o.set(a); err != nil {
-			return o, err
-		}
 	}
 	switch len(operands) {
 	case 0:
@@ -133,19 +122,9 @@ func ParseArgs(args []string) (Options, error) {
 	return o, err
 }
 
-// cInt parses an option's value as strtol(v, NULL, 0) does when the value is a whole
-// number: decimal, 0x hexadecimal or 0 octal.
-func cInt(a tool.Arg) (int, error) {
-	n, err := strconv.ParseInt(a.Value, 0, 64)
-	if err != nil {
-		return 0, fmt.Errorf("invalid %s %q", a.Name(), a.Value)
-	}
-	return int(n), nil
-}
-
 func (o *Options) set(a tool.Arg) error {
 	inRange := func(p *int, lo, hi int, what string) error {
-		n, err := cInt(a)
+		n, err := tool.Int(a)
 		if err != nil {
 			return err
 		}
@@ -161,7 +140,7 @@ func (o *Options) set(a tool.Arg) error {
 	case 'd':
 		o.Dev = a.Value
 	case 'i':
-		if n, err := cInt(a); err != nil || n != 1 {
+		if n, err := tool.Int(a); err != nil || n != 1 {
 			return errors.New("softrnic devices have one port: -i 1")
 		}
 	case 'm':
@@ -266,16 +245,6 @@ func (o *Options) set(a tool.Arg) error {
 		o.CRC = true
 	case "bind":
 		o.Bind = a.Value
-	case "timeout", "idle":
-		d, err := tool.ParseDuration(a.Long, a.Value)
-		if err != nil {
-			return err
-		}
-		if a.Long == "idle" {
-			o.Idle = d
-		} else {
-			o.Timeout = d
-		}
 	}
 	return nil
 }

@@ -15,7 +15,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
 	"strconv"
 	"time"
 
@@ -64,63 +63,33 @@ func Usage(w io.Writer) {
 // ParseArgs parses rdma_client's command line.
 func ParseArgs(args []string) (Options, error) {
 	o := DefaultOptions()
-	found, operands, err := tool.Getopt(args, opts)
-	if err != nil {
-		return o, err
-	}
-	if len(operands) > 0 {
-		return o, fmt.Errorf("unexpected argument %q", operands[0])
-	}
-	for _, a := range found {
-		if ok, err := tool.SetLink(&o.Link, a); ok { // --xdp, --pcap
-			if err != nil {
-				return o, err
-			}
-			continue
-		}
+	operands, err := tool.Parse(args, opts, tool.Common{Link: &o.Link, Timeout: &o.Timeout, Idle: &o.Idle}, func(a tool.Arg) error {
 		switch {
 		case a.Short == 's':
 			o.Server = a.Value
 		case a.Short == 'p':
 			p, err := strconv.ParseUint(a.Value, 10, 16)
 			if err != nil {
-				return o, fmt.Errorf("invalid port %q", a.Value)
+				return fmt.Errorf("invalid port %q", a.Value)
 			}
 			o.Port = int(p)
 		case a.Long == "roce":
 			o.RoCE = true
 		case a.Long == "bind":
 			o.Bind = a.Value
-		default:
-			d, err := tool.ParseDuration(a.Long, a.Value)
-			if err != nil {
-				return o, err
-			}
-			if a.Long == "idle" {
-				o.Idle = d
-			} else {
-				o.Timeout = d
-			}
 		}
+		return nil
+	})
+	if err == nil {
+		err = tool.NoOperands(operands)
 	}
-	return o, nil
+	return o, err
 }
 
 // Main is the "softrnic rdma-client" command.
 func Main(args []string) int {
-	o, err := ParseArgs(args)
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "rdma-client: %v\n", err)
-		Usage(os.Stderr)
-		return 2
-	}
-	return hostlink.Main("rdma-client", o.Link, os.Stderr, func() int { // --xdp, --pcap
-		ctx, stop := tool.SignalContext()
-		defer stop()
-		if Run(ctx, o, os.Stdout, os.Stderr) != nil {
-			return 1
-		}
-		return 0
+	return tool.Main("rdma-client", args, ParseArgs, Usage, func(ctx context.Context, o Options, stdout, stderr io.Writer) error {
+		return tool.Reported(Run(ctx, o, stdout, stderr)) // Run printed it, as rdma_client does
 	})
 }
 

@@ -35,7 +35,8 @@ const DefaultDevice = "softrnic0"
 // Main is the process entry of a tool: it parses args, printing the error and the usage
 // text with exit status 2 when they are bad (status 0 for -h when the parser is a
 // flag.FlagSet's); runs the tool on the process's stdout and stderr with SIGINT
-// cancelling its context; and prints any error with exit status 1.
+// cancelling its context; and prints any error with exit status 1 (only the status for
+// an error marked Reported).
 func Main[O any](name string, args []string, parse func([]string) (O, error), usage func(io.Writer),
 	run func(ctx context.Context, o O, stdout, stderr io.Writer) error) int {
 	o, err := parse(args)
@@ -54,14 +55,42 @@ func Main[O any](name string, args []string, parse func([]string) (O, error), us
 		lo = lc.LinkOptions()
 	}
 	return hostlink.Main(name, lo, os.Stderr, func() int {
-		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+		ctx, stop := SignalContext()
 		defer stop()
 		if err := run(ctx, o, os.Stdout, os.Stderr); err != nil {
-			fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
+			if !errors.As(err, new(reportedError)) {
+				fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
+			}
 			return 1
 		}
 		return 0
 	})
+}
+
+// Reported marks err (nil stays nil) as one the tool has printed already, in the words of
+// the C tool it imitates: Main then only sets the exit status.
+func Reported(err error) error {
+	if err == nil {
+		return nil
+	}
+	return reportedError{err}
+}
+
+type reportedError struct{ error }
+
+func (e reportedError) Unwrap() error { return e.error }
+
+// ReturnStatus ends a run of ucmatose or udaddy as they end theirs: the error (as
+// "name: err"), "test complete" and "return status 0" or 1. It returns err.
+func ReturnStatus(out io.Writer, name string, err error) error {
+	status := 0
+	if err != nil {
+		fmt.Fprintf(out, "%s: %v\n", name, err)
+		status = 1
+	}
+	fmt.Fprintf(out, "test complete\n")
+	fmt.Fprintf(out, "return status %d\n", status)
+	return err
 }
 
 // LinkOpts are the options of the process's datapath and capture (--xdp, --xdp-mode,

@@ -1,7 +1,11 @@
 package tool
 
 import (
+	"errors"
+	"fmt"
 	"io"
+	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -77,5 +81,64 @@ func TestLinkOpts(t *testing.T) {
 	found, _, _ = Getopt([]string{"--xdp-mode", "sideways"}, opts)
 	if _, err := SetLink(&l, found[0]); err == nil {
 		t.Fatal("--xdp-mode sideways accepted")
+	}
+}
+
+// TestParse: the common options land in Common's fields, every other option reaches set in
+// order, operands come back, and bad values are errors naming the option.
+func TestParse(t *testing.T) {
+	opts := append([]Opt{{Short: 'n', Arg: true}, {Long: "roce"}, {Long: "timeout", Arg: true}, {Long: "idle", Arg: true}}, LinkOpts...)
+	var link hostlink.Options
+	var timeout, idle time.Duration
+	var seen []string
+	operands, err := Parse([]string{"-n", "0x10", "host", "--timeout", "3s", "--roce", "--idle=250ms", "--pcap", "/tmp/x.pcapng"},
+		opts, Common{Link: &link, Timeout: &timeout, Idle: &idle}, func(a Arg) error {
+			seen = append(seen, a.Name()+"="+a.Value)
+			if a.Short == 'n' {
+				if n, err := Int(a); err != nil || n != 16 {
+					t.Errorf("Int(-n 0x10) = %d, %v", n, err)
+				}
+			}
+			return nil
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if timeout != 3*time.Second || idle != 250*time.Millisecond || link.PCAP != "/tmp/x.pcapng" {
+		t.Fatalf("timeout %v idle %v link %+v", timeout, idle, link)
+	}
+	if fmt.Sprint(seen) != "[-n=0x10 --roce=]" || fmt.Sprint(operands) != "[host]" {
+		t.Fatalf("set saw %v, operands %v", seen, operands)
+	}
+	if err := NoOperands(operands); err == nil {
+		t.Fatal("NoOperands accepted an operand")
+	}
+	// Without a Common field, the option goes to set.
+	var got string
+	if _, err := Parse([]string{"--idle", "x"}, opts, Common{}, func(a Arg) error { got = a.Value; return nil }); err != nil || got != "x" {
+		t.Fatalf("idle without Common.Idle: %q, %v", got, err)
+	}
+	for _, bad := range [][]string{{"--timeout", "-1s"}, {"--idle", "soon"}, {"-n"}} {
+		if _, err := Parse(bad, opts, Common{Timeout: &timeout, Idle: &idle}, func(Arg) error { return nil }); err == nil {
+			t.Errorf("Parse(%q) accepted", bad)
+		}
+	}
+	if _, err := Int(Arg{Opt: &opts[0], Value: "12x"}); err == nil || !strings.Contains(err.Error(), "-n") {
+		t.Errorf("Int(12x): %v", err)
+	}
+}
+
+// TestReported: a Reported error still unwraps to its cause, and nil stays nil.
+func TestReported(t *testing.T) {
+	if Reported(nil) != nil {
+		t.Fatal("Reported(nil) is not nil")
+	}
+	err := Reported(fmt.Errorf("dial: %w", os.ErrDeadlineExceeded))
+	if !errors.Is(err, os.ErrDeadlineExceeded) || !errors.As(err, new(reportedError)) {
+		t.Fatalf("%v does not unwrap", err)
+	}
+	var b strings.Builder
+	if ReturnStatus(&b, "cmatose", err) != err || b.String() != "cmatose: dial: i/o timeout\ntest complete\nreturn status 1\n" {
+		t.Fatalf("ReturnStatus printed %q", b.String())
 	}
 }

@@ -24,7 +24,6 @@ import (
 	"io"
 	"net"
 	"net/netip"
-	"os"
 	"strconv"
 	"time"
 
@@ -99,75 +98,55 @@ func Usage(w io.Writer) {
 // ParseArgs parses udaddy's command line.
 func ParseArgs(args []string) (Options, error) {
 	o := DefaultOptions()
-	found, operands, err := tool.Getopt(args, opts)
+	operands, err := tool.Parse(args, opts, tool.Common{Link: &o.Link, Timeout: &o.Timeout, Idle: &o.Idle}, o.set)
+	if err == nil {
+		err = tool.NoOperands(operands)
+	}
 	if err != nil {
 		return o, err
 	}
-	if len(operands) > 0 {
-		return o, fmt.Errorf("unexpected argument %q", operands[0])
-	}
-	for _, a := range found {
-		if ok, err := tool.SetLink(&o.Link, a); ok { // --xdp, --pcap
-			if err != nil {
-				return o, err
-			}
-			continue
-		}
-		num := func(p *int) error {
-			n, err := strconv.ParseInt(a.Value, 0, 64)
-			if err != nil {
-				return fmt.Errorf("invalid %s %q", a.Name(), a.Value)
-			}
-			*p = int(n)
-			return nil
-		}
-		var err error
-		switch a.Short {
-		case 's':
-			o.Server = a.Value
-		case 'b':
-			o.Bind = a.Value
-		case 'c':
-			err = num(&o.Conns)
-		case 'C':
-			err = num(&o.Count)
-		case 'S':
-			err = num(&o.Size)
-		case 't':
-			err = num(&o.TOS)
-		case 'p':
-			var ps int
-			if err = num(&ps); err == nil && ps != portSpaceUD {
-				err = fmt.Errorf("-p %s: only the UDP port space (%#x)", a.Value, portSpaceUD)
-			}
-		case 'P':
-			if a.Value != "udp" {
-				err = fmt.Errorf("-P %s: only udp (ipoib is InfiniBand-only)", a.Value)
-			}
-		case 'f':
-			if a.Value != "ip" && a.Value != "name" {
-				err = fmt.Errorf("-f %s: softrnic resolves IP addresses and names only", a.Value)
-			}
-		}
-		switch a.Long {
-		case "port":
-			err = num(&o.Port)
-		case "timeout", "idle":
-			d, derr := tool.ParseDuration(a.Long, a.Value)
-			if derr != nil {
-				return o, derr
-			}
-			if a.Long == "idle" {
-				o.Idle = d
-			} else {
-				o.Timeout = d
-			}
-		}
-		if err != nil {
-			return o, err
-		}
-	}
 	return o, o.check()
+}
+
+func (o *Options) set(a tool.Arg) error {
+	num := func(p *int) (err error) {
+		*p, err = tool.Int(a)
+		return err
+	}
+	switch a.Short {
+	case 's':
+		o.Server = a.Value
+	case 'b':
+		o.Bind = a.Value
+	case 'c':
+		return num(&o.Conns)
+	case 'C':
+		return num(&o.Count)
+	case 'S':
+		return num(&o.Size)
+	case 't':
+		return num(&o.TOS)
+	case 'p':
+		var ps int
+		if err := num(&ps); err != nil {
+			return err
+		}
+		if ps != portSpaceUD {
+			return fmt.Errorf("-p %s: only the UDP port space (%#x)", a.Value, portSpaceUD)
+		}
+	case 'P':
+		if a.Value != "udp" {
+			return fmt.Errorf("-P %s: only udp (ipoib is InfiniBand-only)", a.Value)
+		}
+	case 'f':
+		if a.Value != "ip" && a.Value != "name" {
+			return fmt.Errorf("-f %s: softrnic resolves IP addresses and names only", a.Value)
+		}
+	}
+	if a.Long == "port" {
+		return num(&o.Port)
+	}
+	return nil
 }
 
 const maxConns = 4096
@@ -186,19 +165,8 @@ func (o *Options) check() error {
 
 // Main is the "softrnic udaddy" command.
 func Main(args []string) int {
-	o, err := ParseArgs(args)
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "udaddy: %v\n", err)
-		Usage(os.Stderr)
-		return 2
-	}
-	return hostlink.Main("udaddy", o.Link, os.Stderr, func() int { // --xdp, --pcap
-		ctx, stop := tool.SignalContext()
-		defer stop()
-		if Run(ctx, o, os.Stdout, os.Stderr) != nil {
-			return 1
-		}
-		return 0
+	return tool.Main("udaddy", args, ParseArgs, Usage, func(ctx context.Context, o Options, stdout, stderr io.Writer) error {
+		return tool.Reported(Run(ctx, o, stdout, stderr)) // Run printed it, as udaddy does
 	})
 }
 
@@ -222,14 +190,7 @@ func Run(ctx context.Context, o Options, stdout, _ io.Writer) error {
 		err = t.runServer(ctx)
 	}
 	t.close()
-	status := 0
-	if err != nil {
-		fmt.Fprintf(out, "udaddy: %v\n", err)
-		status = 1
-	}
-	fmt.Fprintf(out, "test complete\n")
-	fmt.Fprintf(out, "return status %d\n", status)
-	return err
+	return tool.ReturnStatus(out, "udaddy", err)
 }
 
 // test is udaddy's struct cmatest.
