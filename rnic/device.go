@@ -2,6 +2,7 @@ package rnic
 
 import (
 	"math/rand/v2"
+	"net"
 	"sync"
 	"sync/atomic"
 )
@@ -37,6 +38,31 @@ type Config struct {
 	// numbers from the daemon, which steers packets to this process by destination
 	// QPN. StartQPN is ignored then.
 	QPNumbers QPNAllocator
+}
+
+// LocalIP is the address the device's transports use: LocalAddr, else the first address
+// of Interface (IPv4 preferred), else "" (the interface is missing or has none).
+func (c Config) LocalIP() string {
+	if c.LocalAddr != "" || c.Interface == "" {
+		return c.LocalAddr
+	}
+	ifi, err := net.InterfaceByName(c.Interface)
+	if err != nil {
+		return ""
+	}
+	addrs, _ := ifi.Addrs()
+	first := ""
+	for _, a := range addrs {
+		if ipn, ok := a.(*net.IPNet); ok {
+			if ipn.IP.To4() != nil {
+				return ipn.IP.String()
+			}
+			if first == "" {
+				first = ipn.IP.String()
+			}
+		}
+	}
+	return first
 }
 
 // QPNAllocator hands out QP numbers (FirstQPN..MaxQPN) for a device; see

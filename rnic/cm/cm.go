@@ -139,7 +139,7 @@ func Open(dev *rnic.Device, network, addr string, o *Options) (*Transport, error
 // 127.0.0.1.
 func localIP(dev *rnic.Device, addr string) (netip.Addr, error) {
 	if addr == "" {
-		addr = deviceIP(dev)
+		addr = dev.Config().LocalIP()
 	}
 	if addr == "" {
 		return netip.AddrFrom4([4]byte{127, 0, 0, 1}), nil
@@ -163,32 +163,6 @@ func roceLinkAddr(dev *rnic.Device, addr string) (netip.AddrPort, error) {
 }
 
 const rocev2UDPPort = 4791
-
-// deviceIP is the device's configured address: LocalAddr, else the first address of
-// Interface (IPv4 preferred), else "".
-func deviceIP(d *rnic.Device) string {
-	c := d.Config()
-	if c.LocalAddr != "" || c.Interface == "" {
-		return c.LocalAddr
-	}
-	ifi, err := net.InterfaceByName(c.Interface)
-	if err != nil {
-		return ""
-	}
-	addrs, _ := ifi.Addrs()
-	first := ""
-	for _, a := range addrs {
-		if ipn, ok := a.(*net.IPNet); ok {
-			if ipn.IP.To4() != nil {
-				return ipn.IP.String()
-			}
-			if first == "" {
-				first = ipn.IP.String()
-			}
-		}
-	}
-	return first
-}
 
 // Network returns "iwarp" or "rocev2".
 func (t *Transport) Network() string { return t.network }

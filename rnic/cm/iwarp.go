@@ -46,7 +46,7 @@ func (t *Transport) dialTCP(ctx context.Context, network, address string) (net.C
 		c, err = t.tcp.DialContext(ctx, network, address)
 	} else {
 		d := net.Dialer{KeepAlive: -1} // iwarp sets keepalive per connection
-		if ip := deviceIP(t.dev); ip != "" {
+		if ip := t.dev.Config().LocalIP(); ip != "" {
 			d.LocalAddr = &net.TCPAddr{IP: net.ParseIP(ip)}
 		}
 		c, err = d.DialContext(ctx, network, address)

@@ -50,32 +50,6 @@ func deadline(ctx context.Context, nc net.Conn, d time.Duration) (stop func()) {
 	}
 }
 
-// localIP returns the device's configured local address: LocalAddr, else the first
-// address of Interface (IPv4 preferred), else "".
-func localIP(d *rnic.Device) string {
-	c := d.Config()
-	if c.LocalAddr != "" || c.Interface == "" {
-		return c.LocalAddr
-	}
-	ifi, err := net.InterfaceByName(c.Interface)
-	if err != nil {
-		return ""
-	}
-	addrs, _ := ifi.Addrs()
-	first := ""
-	for _, a := range addrs {
-		if ipn, ok := a.(*net.IPNet); ok {
-			if ipn.IP.To4() != nil {
-				return ipn.IP.String()
-			}
-			if first == "" {
-				first = ipn.IP.String()
-			}
-		}
-	}
-	return first
-}
-
 // dialLLP makes the TCP connection: through cfg.Dial when set, else a net.Dialer bound
 // to the device's local address.
 func dialLLP(ctx context.Context, dev *rnic.Device, addr string, cfg *Config) (net.Conn, error) {
@@ -85,7 +59,7 @@ func dialLLP(ctx context.Context, dev *rnic.Device, addr string, cfg *Config) (n
 		return cfg.Dial(ctx, "tcp", addr)
 	}
 	d := net.Dialer{Timeout: cfg.Timeout, KeepAlive: -1} // tuneConn sets keepalive
-	if la := localIP(dev); la != "" {
+	if la := dev.Config().LocalIP(); la != "" {
 		d.LocalAddr = &net.TCPAddr{IP: net.ParseIP(la)}
 	}
 	return d.DialContext(ctx, "tcp", addr)

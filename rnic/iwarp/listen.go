@@ -71,7 +71,7 @@ func (l *Listener) Stats() ListenerStats {
 // syscall.EADDRINUSE), errors.As a *net.OpError).
 func Listen(dev *rnic.Device, addr string, cfg *Config) (*Listener, error) {
 	if addr == "" {
-		h := localIP(dev)
+		h := dev.Config().LocalIP()
 		if h == "" {
 			h = "127.0.0.1"
 		}
