@@ -13,6 +13,8 @@ import (
 	"github.com/google/gopacket"
 	"github.com/google/gopacket/layers"
 	"github.com/google/gopacket/pcapgo"
+
+	"github.com/softrnic/softrnic/internal/inetsum"
 )
 
 // blockingWriter blocks every Write until released.
@@ -229,10 +231,10 @@ func TestConnSegments(t *testing.T) {
 		src, _ := netip.AddrFromSlice(ip.SrcIP.To4())
 		dst, _ := netip.AddrFromSlice(ip.DstIP.To4())
 		seg := p.data[14+20:]
-		if s := fold(sum(sum(sum(uint64(protoTCP)+uint64(len(seg)), src.AsSlice()), dst.AsSlice()), seg)); s != 0xFFFF {
+		if s := inetsum.Fold(inetsum.Add(inetsum.Add(inetsum.Add(uint64(protoTCP)+uint64(len(seg)), src.AsSlice()), dst.AsSlice()), seg)); s != 0xFFFF {
 			t.Fatalf("segment %d: TCP checksum sums to %#x", i, s)
 		}
-		if s := fold(sum(0, p.data[14:34])); s != 0xFFFF {
+		if s := inetsum.Fold(inetsum.Add(0, p.data[14:34])); s != 0xFFFF {
 			t.Fatalf("segment %d: IP checksum sums to %#x", i, s)
 		}
 	}

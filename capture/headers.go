@@ -3,6 +3,8 @@ package capture
 import (
 	"encoding/binary"
 	"net/netip"
+
+	"github.com/softrnic/softrnic/internal/inetsum"
 )
 
 // Synthetic headers: Ethernet with locally administered MACs derived from
@@ -52,7 +54,7 @@ func putEthIP(b []byte, src, dst netip.Addr, proto uint8, l4 int) int {
 		s, d := src.As4(), dst.As4()
 		copy(ip[12:16], s[:])
 		copy(ip[16:20], d[:])
-		binary.BigEndian.PutUint16(ip[10:], ^fold(sum(0, ip[:ipv4Len])))
+		binary.BigEndian.PutUint16(ip[10:], ^inetsum.Fold(inetsum.Add(0, ip[:ipv4Len])))
 		return ethLen + ipv4Len
 	}
 	binary.BigEndian.PutUint16(b[12:], 0x86DD)
@@ -68,39 +70,14 @@ func putEthIP(b []byte, src, dst netip.Addr, proto uint8, l4 int) int {
 // l4Checksum returns the transport checksum of seg (its checksum field
 // zero) between src and dst (RFC 768, RFC 9293 §3.1, RFC 8200 §8.1).
 func l4Checksum(src, dst netip.Addr, proto uint8, seg []byte) uint16 {
-	s := sum(0, src.AsSlice())
-	s = sum(s, dst.AsSlice())
+	s := inetsum.Add(0, src.AsSlice())
+	s = inetsum.Add(s, dst.AsSlice())
 	s += uint64(proto) + uint64(len(seg))
-	c := ^fold(sum(s, seg))
+	c := ^inetsum.Fold(inetsum.Add(s, seg))
 	if c == 0 && proto == protoUDP {
 		c = 0xFFFF
 	}
 	return c
-}
-
-// sum adds b to s as big-endian 16-bit words (one's-complement sum,
-// folded later).
-func sum(s uint64, b []byte) uint64 {
-	for len(b) >= 8 {
-		v := binary.BigEndian.Uint64(b)
-		s += v>>48 + v>>32&0xFFFF + v>>16&0xFFFF + v&0xFFFF
-		b = b[8:]
-	}
-	for len(b) >= 2 {
-		s += uint64(binary.BigEndian.Uint16(b))
-		b = b[2:]
-	}
-	if len(b) == 1 {
-		s += uint64(b[0]) << 8
-	}
-	return s
-}
-
-func fold(s uint64) uint16 {
-	for s>>16 != 0 {
-		s = s&0xFFFF + s>>16
-	}
-	return uint16(s)
 }
 
 // UDP records a UDP datagram from src to dst carrying payload, behind

@@ -15,6 +15,8 @@ import (
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
+
+	"github.com/softrnic/softrnic/internal/inetsum"
 )
 
 const (
@@ -517,7 +519,7 @@ func (t *Tx) queue(n, start, offset int) {
 		} else {
 			// in software (also when a tap records the frame: it sees the
 			// checksum the wire carries)
-			binary.BigEndian.PutUint16(f[start+offset:], ^fold(sum(0, f[start:])))
+			binary.BigEndian.PutUint16(f[start+offset:], ^inetsum.Fold(inetsum.Add(0, f[start:])))
 		}
 	}
 	if p.dropTx != nil && p.dropTx(f) {
@@ -563,31 +565,6 @@ func (t *Tx) queue(n, start, offset int) {
 	}
 	t.staged = false
 	t.queued++
-}
-
-// sum adds b to s as big-endian 16-bit words (RFC 1071's one's-complement
-// sum, folded by fold).
-func sum(s uint64, b []byte) uint64 {
-	for len(b) >= 8 {
-		v := binary.BigEndian.Uint64(b)
-		s += v>>48 + v>>32&0xFFFF + v>>16&0xFFFF + v&0xFFFF
-		b = b[8:]
-	}
-	for len(b) >= 2 {
-		s += uint64(binary.BigEndian.Uint16(b))
-		b = b[2:]
-	}
-	if len(b) == 1 {
-		s += uint64(b[0]) << 8
-	}
-	return s
-}
-
-func fold(s uint64) uint16 {
-	for s>>16 != 0 {
-		s = s&0xFFFF + s>>16
-	}
-	return uint16(s)
 }
 
 // Done transmits the batch and releases the send lock.
