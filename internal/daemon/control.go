@@ -13,6 +13,7 @@ import (
 	"github.com/softrnic/softrnic/internal/attach"
 	"github.com/softrnic/softrnic/internal/uapi"
 	"github.com/softrnic/softrnic/rnic"
+	"github.com/softrnic/softrnic/rnic/cm"
 )
 
 func countersOf(s rnic.Stats) uapi.Counters {
@@ -52,13 +53,13 @@ func (d *Daemon) status(q uapi.Query) (uapi.Status, error) {
 	}
 	d.mu.Lock()
 	for _, ln := range d.iwLns {
-		s.ListenIWARP = append(s.ListenIWARP, ln.addr())
+		s.ListenIWARP = append(s.ListenIWARP, ln.Addr().String())
 	}
-	if d.ep != nil {
-		s.ListenRoCEv2 = append(s.ListenRoCEv2, d.ep.LocalAddr().String())
+	if d.ro != nil {
+		s.ListenRoCEv2 = append(s.ListenRoCEv2, d.ro.Endpoint().LocalAddr().String())
 	}
 	if d.roLn != nil {
-		s.RoCEv2CMPort = d.roLn.cmPort()
+		s.RoCEv2CMPort = uint16(d.roLn.Port())
 	}
 	all := d.qpns // sorted; the daemon's own QPs (the broker numbers them apart from the processes')
 	if len(procs) > 0 {
@@ -125,6 +126,9 @@ func (d *Daemon) counters() uapi.DaemonCounters {
 		c.CtlClients, c.CtlAcceptErrors, c.CtlRefused, c.CtlIdleClosed = uint64(st.Clients), st.AcceptErrors, st.Refused, st.IdleClosed
 	}
 	c.ListenRefused = d.listenRefused.Load()
+	if d.tgt != nil {
+		c.TargetRefused = d.tgt.Stats().Refused
+	}
 	if b := d.br; b != nil {
 		bc := b.Counters()
 		c.Attached = bc.Attached.Load() - bc.Detached.Load()
@@ -171,7 +175,7 @@ func (d *Daemon) Set(ps []uapi.Pair) error {
 				}
 				return uapi.Errorf(errno, "listen_iwarp=%s: %v", p.Value, err)
 			}
-			d.log.Info("listening", "transport", transportIWARP, "addr", p.Value)
+			d.log.Info("listening", "transport", cm.IWARP, "addr", p.Value)
 		case "close_qp":
 			n, err := strconv.ParseUint(p.Value, 10, 32)
 			if err != nil {

@@ -21,15 +21,14 @@ import (
 	"github.com/softrnic/softrnic/internal/hostlink"
 	"github.com/softrnic/softrnic/internal/tools/perftest"
 	"github.com/softrnic/softrnic/internal/tools/rping"
+	"github.com/softrnic/softrnic/internal/tools/target"
+	"github.com/softrnic/softrnic/internal/tools/tool"
 	"github.com/softrnic/softrnic/internal/uapi"
 	"github.com/softrnic/softrnic/rnic"
+	"github.com/softrnic/softrnic/rnic/cm"
 	"github.com/softrnic/softrnic/rnic/rocev2"
 	"github.com/softrnic/softrnic/roce"
 	"golang.org/x/sys/unix"
-)
-
-const (
-	stopTimeout = 5 * time.Second // bound on the graceful disconnects at shutdown
 )
 
 // qpInfo is what the control protocol uses of a QP: an *rnic.QP (tests add synthetic
@@ -46,8 +45,7 @@ type daemonConn struct {
 	info      qpInfo
 	transport string
 	peer      string
-	mulpdu    int           // iWARP: the MULPDU of the FPDUs this side sends
-	done      chan struct{} // closed when its goroutine has destroyed the QP
+	mulpdu    int // iWARP: the MULPDU of the FPDUs this side sends
 }
 
 // newLogger is the daemon's structured log: text (or JSON with Options.LogJSON) records
@@ -69,14 +67,14 @@ type Daemon struct {
 	log    *slog.Logger
 	ctx    context.Context
 	cancel context.CancelFunc
-	wg     sync.WaitGroup // accept loops, connection watchers, tool servers, event logger
+	wg     sync.WaitGroup // accept loops, tool servers, event logger
 
 	dev     *rnic.Device
 	pd      *rnic.PD
-	cq      *rnic.CQ
 	mem     []byte // the target region (mmap), nil without a target
 	mr      *rnic.MR
-	ep      *rocev2.Endpoint
+	tgt     *target.Server // the memory target's accept loop, on every listener below
+	ro      *cm.Transport  // RoCEv2 (-rocev2): the device's endpoint
 	br      *broker.Broker // the device processes attach to (-rocev2 without -xdp)
 	prt     *port          // its netdev: state, MTU, GIDs
 	met     *http.Server   // -metrics
@@ -84,8 +82,9 @@ type Daemon struct {
 
 	mu     sync.Mutex
 	closed bool
-	iwLns  []*listener            // iWARP listeners
-	roLn   *listener              // the RoCEv2 listener
+	iw     *cm.Transport          // iWARP, opened with the first listener
+	iwLns  []*cm.Listener         // iWARP listeners
+	roLn   *cm.Listener           // the RoCEv2 listener
 	conns  map[uint32]*daemonConn // by QP number
 	qpns   []uint32               // the keys of conns in increasing order, for paging
 
@@ -147,9 +146,6 @@ func Start(o Options) (_ *Daemon, err error) {
 	if d.pd, err = d.dev.AllocPD(); err != nil {
 		return nil, err
 	}
-	if d.cq, err = d.dev.CreateCQ(64); err != nil {
-		return nil, err
-	}
 	if o.TargetMiB > 0 {
 		if d.mem, err = unix.Mmap(-1, 0, o.TargetMiB<<20, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE); err != nil {
 			return nil, fmt.Errorf("mmap target: %w", err)
@@ -157,6 +153,11 @@ func Start(o Options) (_ *Daemon, err error) {
 		if d.mr, err = d.pd.RegMR(d.mem, rnic.AccessLocalWrite|rnic.AccessRemoteRead|rnic.AccessRemoteWrite); err != nil {
 			return nil, fmt.Errorf("register target: %w", err)
 		}
+	}
+	// The listeners' accepts (without a target: with no private data).
+	if d.tgt, err = target.NewServer(d.pd, d.mr, target.ServerConfig{MaxConns: o.TargetMaxConns, Log: d.log,
+		Connected: d.connected, Closed: d.disconnected}); err != nil {
+		return nil, err
 	}
 	for _, a := range o.IWARP {
 		if err = d.listenIWARP(a); err != nil {
@@ -170,9 +171,11 @@ func Start(o Options) (_ *Daemon, err error) {
 		if o.PeerPort >= 0 {
 			rc.PeerPort = uint16(o.PeerPort) // an override; by default the endpoint follows rocev2.Addr's rule
 		}
-		d.ep = rocev2.NewEndpoint(d.dev, link, rc)
+		if d.ro, err = cm.Open(d.dev, cm.RoCEv2, "", &cm.Options{Link: link, RoCE: rc}); err != nil {
+			return nil, err
+		}
 		if d.mr != nil { // the memory target's listener; without one the CM port is free for processes
-			ln, err := listenRoCEv2(d.ep, net.JoinHostPort(roAddr.Addr().String(), strconv.Itoa(o.CMPort)))
+			ln, err := d.ro.Listen(net.JoinHostPort(roAddr.Addr().String(), strconv.Itoa(o.CMPort)))
 			if err != nil {
 				return nil, err
 			}
@@ -326,7 +329,19 @@ func (d *Daemon) listenIWARP(addr string) error {
 		d.listenRefused.Add(1)
 		return fmt.Errorf("%w (%d)", errTooManyListeners, d.o.MaxListeners)
 	}
-	ln, err := listenIWARP(d.dev, addr, d.o.CRC)
+	if d.iw == nil {
+		// -xdp: on the AF_XDP port of the first listener's address; -pcap: recorded
+		host, _, _ := net.SplitHostPort(addr)
+		co := &cm.Options{IWARP: tool.IWARPConfig(d.o.CRC)}
+		local, err := hostlink.Process().CM(cm.IWARP, host, co)
+		if err != nil {
+			return err
+		}
+		if d.iw, err = cm.Open(d.dev, cm.IWARP, local, co); err != nil {
+			return err
+		}
+	}
+	ln, err := d.iw.Listen(everyAddress(addr, d.iw.LocalIP()))
 	if err != nil {
 		return err
 	}
@@ -336,48 +351,25 @@ func (d *Daemon) listenIWARP(addr string) error {
 	return nil
 }
 
-// advertisement returns the private data of an accept: the target's 16-byte info, or
-// nothing without a target.
-func (d *Daemon) advertisement() []byte {
-	if d.mr == nil {
-		return nil
+// everyAddress gives a listen address without a host the unspecified address of ip's
+// family (cm's Listen would take the transport's IP): every address of the host on the
+// kernel's TCP, which listens on both families then, and the stack's address on an
+// AF_XDP port's.
+func everyAddress(addr string, ip netip.Addr) string {
+	host, port, err := net.SplitHostPort(addr)
+	switch {
+	case err != nil || host != "":
+		return addr
+	case ip.Is6():
+		return net.JoinHostPort("::", port)
 	}
-	return d.mr.RemoteBuffer(0, d.mr.Len()).Append(nil)
+	return net.JoinHostPort("0.0.0.0", port)
 }
 
-func (d *Daemon) newQP() (*rnic.QP, error) {
-	return d.dev.CreateQP(d.pd, rnic.QPAttr{SendCQ: d.cq, RecvCQ: d.cq, Cap: rnic.QPCap{MaxSendWR: 1, MaxRecvWR: 1}})
-}
-
-// inboundDepth is the IRD the target grants: the initiator's ORD, capped at the device's
-// MaxIRD default; 0 (an MPA rev 1 peer, which sends no ORD) leaves the transport's default.
-func inboundDepth(ord int) int { return min(max(ord, 0), 128) }
-
-// serve accepts every connection request on ln with a new QP of the memory target, until
-// the daemon stops.
-func (d *Daemon) serve(ln *listener) {
+// serve runs the memory target's accept loop on ln until the daemon stops.
+func (d *Daemon) serve(ln *cm.Listener) {
 	defer d.wg.Done()
-	tr := ln.transport()
-	for {
-		r, err := ln.accept(d.ctx)
-		if err != nil {
-			return
-		}
-		qp, err := d.newQP()
-		if err != nil {
-			d.log.Warn("no QP for a connection", "transport", tr, "peer", r.remoteAddr(), "err", err)
-			r.reject()
-			continue
-		}
-		peer := r.remoteAddr()
-		mulpdu, err := r.accept(qp, d.advertisement(), inboundDepth(r.ord()))
-		if err != nil {
-			d.log.Warn("accept failed", "transport", tr, "peer", peer, "err", err)
-			_ = qp.Destroy()
-			continue
-		}
-		d.track(qp, &daemonConn{transport: tr, peer: peer, mulpdu: mulpdu})
-	}
+	_ = d.tgt.Serve(d.ctx, ln)
 }
 
 // addConn records c in the QP table; d.mu is held.
@@ -396,43 +388,25 @@ func (d *Daemon) removeConn(qpn uint32) {
 	}
 }
 
-// track records a connected QP and watches it: when its connection ends (or the daemon
-// stops) the QP is destroyed and forgotten.
-func (d *Daemon) track(qp *rnic.QP, c *daemonConn) {
-	c.qpn, c.info, c.done = qp.Num(), qp, make(chan struct{})
+// connected records a connection the memory target accepted in the QP table.
+func (d *Daemon) connected(c *cm.Conn, peer net.Addr) {
+	qp := c.QP()
 	d.mu.Lock()
-	if d.closed {
-		d.mu.Unlock()
-		_ = qp.Destroy()
-		return
-	}
-	d.addConn(c)
-	d.wg.Add(1)
+	d.addConn(&daemonConn{qpn: qp.Num(), info: qp, transport: c.Network(), peer: peer.String(), mulpdu: c.MULPDU()})
 	d.mu.Unlock()
-	d.log.Info("qp connected", "qpn", qp.Num(), "transport", c.transport, "peer", c.peer)
-	go func() {
-		defer d.wg.Done()
-		defer close(c.done)
-		select {
-		case <-qp.Done():
-		case <-d.ctx.Done():
-			qp.Disconnect()
-			select {
-			case <-qp.Done():
-			case <-time.After(stopTimeout):
-			}
-		}
-		_ = qp.Destroy()
-		d.mu.Lock()
-		d.removeConn(qp.Num())
-		d.mu.Unlock()
-		d.log.Info("qp closed", "qpn", qp.Num(), "state", qp.State().String())
-	}()
 }
 
-// Close shuts the daemon down: the control socket, the listeners, then every QP is
-// disconnected gracefully (bounded by stopTimeout), then the transports and the device
-// are closed and the target is unmapped. It waits for all the daemon's goroutines.
+// disconnected forgets a connection of the memory target whose QP it has destroyed.
+func (d *Daemon) disconnected(c *cm.Conn) {
+	d.mu.Lock()
+	d.removeConn(c.QP().Num())
+	d.mu.Unlock()
+}
+
+// Close shuts the daemon down: the control socket, the listeners, then every QP of the
+// memory target is disconnected gracefully (bounded, target.Server.Close), then the
+// transports and the device are closed and the target is unmapped. It waits for all the
+// daemon's goroutines.
 func (d *Daemon) Close() error {
 	d.mu.Lock()
 	if d.closed {
@@ -440,7 +414,7 @@ func (d *Daemon) Close() error {
 		return nil
 	}
 	d.closed = true
-	lns, roLn := d.iwLns, d.roLn
+	lns, roLn, iw := d.iwLns, d.roLn, d.iw
 	d.mu.Unlock()
 	var errs []error
 	if d.srv != nil {
@@ -448,27 +422,24 @@ func (d *Daemon) Close() error {
 	}
 	d.cancel()
 	for _, ln := range lns {
-		errs = append(errs, ln.close())
+		errs = append(errs, ln.Close())
 	}
 	if roLn != nil {
-		errs = append(errs, roLn.close())
+		errs = append(errs, roLn.Close())
 	}
-	// Connection watchers disconnect their QPs now (ctx is cancelled). Wait for them before
-	// the transports go away so the disconnects can be graceful.
-	d.mu.Lock()
-	conns := make([]*daemonConn, 0, len(d.conns))
-	for _, c := range d.conns {
-		conns = append(conns, c)
-	}
-	d.mu.Unlock()
-	for _, c := range conns {
-		<-c.done
+	// The target's connections are disconnected before the transports go away, so the
+	// disconnects can be graceful.
+	if d.tgt != nil {
+		d.tgt.Close()
 	}
 	if d.met != nil {
 		errs = append(errs, d.met.Close())
 	}
-	if d.ep != nil {
-		errs = append(errs, d.ep.Close())
+	if d.ro != nil {
+		errs = append(errs, d.ro.Close())
+	}
+	if iw != nil {
+		errs = append(errs, iw.Close())
 	}
 	if d.br != nil {
 		errs = append(errs, d.br.Close())

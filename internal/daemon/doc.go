@@ -9,9 +9,9 @@
 // With -target-mib (none by default: "softrnic target" is the memory target as a process
 // of the device) the daemon serves a memory target itself. It registers one region of
 // -target-mib MiB (anonymous mmap) and accepts every connection request on the daemon's
-// listeners (listen.go is the one place that listens and accepts). The accept private data (MPA Reply or IB CM REP) starts with the
-// region's 16-byte advertisement, an rnic.RemoteBuffer (the layout of rping's struct
-// rping_rdma_info):
+// listeners (rnic/cm) with the accept loop of "softrnic target" (target.Server). The
+// accept private data (MPA Reply or IB CM REP) is the region's 16-byte advertisement, an
+// rnic.RemoteBuffer (the layout of rping's struct rping_rdma_info):
 //
 //	offset  size  field
 //	0       8     addr   big-endian IOVA of the region's first byte (the tagged offset)
@@ -23,7 +23,8 @@
 //
 // What outsiders can make the daemon hold is bounded, and each bound is counted in the
 // status (uapi.DaemonCounters): iWARP listeners (-max-listeners; listen_iwarp takes IP
-// literals only), control clients (-ctl-max-clients, -ctl-idle-timeout; the accept loop
-// backs off and retries when descriptors run out), rping sessions (-rping-max-sessions,
-// -rping-idle-timeout). The README's limits table lists them with their defaults.
+// literals only), the memory target's connections (-target-max-conns), control clients
+// (-ctl-max-clients, -ctl-idle-timeout; the accept loop backs off and retries when
+// descriptors run out), rping sessions (-rping-max-sessions, -rping-idle-timeout). The
+// README's limits table lists them with their defaults.
 package daemon

@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/softrnic/softrnic/internal/uapi"
+	"github.com/softrnic/softrnic/rnic/iwarp"
 )
 
 func setPair(ctx context.Context, sock, k, v string) error {
@@ -131,5 +133,46 @@ func TestDaemonControlLimits(t *testing.T) {
 	}
 	if s.Daemon.CtlRefused != 1 || s.Daemon.CtlIdleClosed != 2 || s.Daemon.CtlClients != 1 {
 		t.Fatalf("daemon counters %+v", s.Daemon)
+	}
+}
+
+// TestDaemonTargetLimit: the memory target accepts at most -target-max-conns connections
+// at once; a request past them is rejected and counted in target_refused, and a
+// connection that ends frees its place.
+func TestDaemonTargetLimit(t *testing.T) {
+	d, sock := startDaemon(t, "-iwarp", "127.0.0.1:0", "-target-max-conns", "1")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	addr := d.iwLns[0].Addr().String()
+	dial := func() (*dClient, error) {
+		c := newDClient(t, 64, "")
+		t.Cleanup(c.close)
+		_, err := iwarp.Dial(ctx, c.qp, addr, nil, iwarp.ConnParam{})
+		return c, err
+	}
+	first, err := dial()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rej *iwarp.RejectError
+	if _, err := dial(); !errors.As(err, &rej) {
+		t.Fatalf("a second connection with -target-max-conns 1: %v, want a reject", err)
+	}
+	s, err := uapi.GetStatus(ctx, sock)
+	if err != nil || s.Daemon.TargetRefused != 1 || len(s.QPs) != 1 {
+		t.Fatalf("refused %d, QPs %+v: %v", s.Daemon.TargetRefused, s.QPs, err)
+	}
+	first.qp.Disconnect()
+	awaitStatus(t, sock, func(s *uapi.Status) error {
+		if len(s.QPs) != 0 {
+			return fmt.Errorf("QPs after the disconnect: %+v", s.QPs)
+		}
+		return nil
+	})
+	if _, err := dial(); err != nil {
+		t.Fatalf("after a disconnect: %v", err)
+	}
+	if _, err := ParseArgs([]string{"-iwarp", "127.0.0.1:1", "-target-max-conns", "0"}, &bytes.Buffer{}); err == nil {
+		t.Error("-target-max-conns 0 accepted")
 	}
 }

@@ -72,7 +72,7 @@ func TestDaemonStructuredLog(t *testing.T) {
 	defer c.close()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	conn, err := iwarp.Dial(ctx, c.qp, d.iwLns[0].addr(), nil, iwarp.ConnParam{})
+	conn, err := iwarp.Dial(ctx, c.qp, d.iwLns[0].Addr().String(), nil, iwarp.ConnParam{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/softrnic/softrnic/internal/hostlink"
 	"github.com/softrnic/softrnic/internal/tools/perftest"
 	"github.com/softrnic/softrnic/internal/tools/rping"
+	"github.com/softrnic/softrnic/internal/tools/target"
 	"github.com/softrnic/softrnic/internal/tools/tool"
 	"github.com/softrnic/softrnic/internal/uapi"
 	"github.com/softrnic/softrnic/rnic/rocev2/steer"
@@ -66,6 +67,7 @@ type Options struct {
 
 	// Limits (0: the default).
 	MaxListeners     int           // -max-listeners: iWARP listeners, from -iwarp and listen_iwarp (DefaultMaxListeners)
+	TargetMaxConns   int           // -target-max-conns: connections the memory target's listeners accept at once (target.DefaultMaxConns)
 	CtlMaxClients    int           // -ctl-max-clients: control connections at once (uapi.DefaultMaxClients)
 	CtlIdleTimeout   time.Duration // -ctl-idle-timeout: control connection idle bound (uapi.DefaultIdleTimeout)
 	RpingMaxSessions int           // -rping-max-sessions: rping sessions at once (rping.DefaultMaxSessions)
@@ -111,6 +113,7 @@ func ParseArgs(args []string, errOut io.Writer) (Options, error) {
 	fs.Var((*listFlag)(&o.Devices), "device", "another RoCEv2 device, `NAME@IP[:port]` or NAME@NETDEV (repeatable)")
 	fs.StringVar(&o.Metrics, "metrics", "", "serve Prometheus/OpenMetrics text metrics on `host:port` (default off)")
 	fs.IntVar(&o.MaxListeners, "max-listeners", DefaultMaxListeners, "most iWARP listeners (-iwarp and set listen_iwarp together)")
+	fs.IntVar(&o.TargetMaxConns, "target-max-conns", target.DefaultMaxConns, "most connections of the memory target's listeners at once (more are rejected)")
 	fs.IntVar(&o.CtlMaxClients, "ctl-max-clients", uapi.DefaultMaxClients, "most control-socket clients at once (more are answered EBUSY)")
 	fs.DurationVar(&o.CtlIdleTimeout, "ctl-idle-timeout", uapi.DefaultIdleTimeout, "close a control client that takes longer to send a request or take an answer")
 	fs.IntVar(&o.RpingMaxSessions, "rping-max-sessions", rping.DefaultMaxSessions, "-rping: most client sessions at once (more are rejected)")
@@ -150,8 +153,8 @@ func ParseArgs(args []string, errOut io.Writer) (Options, error) {
 	if err := needTransports(o, given); err != nil {
 		return o, err
 	}
-	if o.MaxListeners < 1 || o.CtlMaxClients < 1 || o.CtlIdleTimeout <= 0 || o.RpingMaxSessions < 1 {
-		return o, errors.New("-max-listeners, -ctl-max-clients, -ctl-idle-timeout and -rping-max-sessions must be positive")
+	if o.MaxListeners < 1 || o.TargetMaxConns < 1 || o.CtlMaxClients < 1 || o.CtlIdleTimeout <= 0 || o.RpingMaxSessions < 1 {
+		return o, errors.New("-max-listeners, -target-max-conns, -ctl-max-clients, -ctl-idle-timeout and -rping-max-sessions must be positive")
 	}
 	if o.RpingIdleTimeout < 0 {
 		return o, errors.New("-rping-idle-timeout must not be negative")

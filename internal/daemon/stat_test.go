@@ -29,8 +29,6 @@ func (q *synthQP) Disconnect()              {}
 // addSynthetic puts n synthetic QPs numbered from first (step 2) in d's table; QP k's
 // TxBytes is 3k and its RxSegments k%1000.
 func addSynthetic(d *Daemon, first uint32, n int) {
-	closed := make(chan struct{})
-	close(closed)
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for i := range n {
@@ -38,7 +36,7 @@ func addSynthetic(d *Daemon, first uint32, n int) {
 		q := &synthQP{}
 		q.c.TxBytes.Store(3 * uint64(qpn))
 		q.c.RxSegments.Store(uint64(qpn % 1000))
-		d.addConn(&daemonConn{qpn: qpn, info: q, transport: "rocev2", peer: fmt.Sprintf("10.0.%d.%d:4791", qpn>>8&255, qpn&255), done: closed})
+		d.addConn(&daemonConn{qpn: qpn, info: q, transport: "rocev2", peer: fmt.Sprintf("10.0.%d.%d:4791", qpn>>8&255, qpn&255)})
 	}
 }
 

@@ -37,6 +37,7 @@ type DaemonCounters struct {
 	CtlRefused      uint64 `json:"ctl_refused"`       // control connections refused at the cap
 	CtlIdleClosed   uint64 `json:"ctl_idle_closed"`   // control connections closed after the idle timeout
 	ListenRefused   uint64 `json:"listen_refused"`    // listen_iwarp refused at the listener cap
+	TargetRefused   uint64 `json:"target_refused"`    // memory target connections refused at the cap
 	RpingSessions   uint64 `json:"rping_sessions"`    // rping server sessions open now
 	RpingRefused    uint64 `json:"rping_refused"`     // rping clients refused at the session cap
 	RpingIdleClosed uint64 `json:"rping_idle_closed"` // rping sessions closed after the idle timeout
@@ -57,13 +58,13 @@ type DaemonCounters struct {
 }
 
 // daemonKeys are the keys of DaemonCounters' fields, in order.
-var daemonKeys = [...]string{"ctl_clients", "ctl_accept_errors", "ctl_refused", "ctl_idle_closed", "listen_refused",
+var daemonKeys = [...]string{"ctl_clients", "ctl_accept_errors", "ctl_refused", "ctl_idle_closed", "listen_refused", "target_refused",
 	"rping_sessions", "rping_refused", "rping_idle_closed",
 	"attached", "attach_refused", "qpn_refused", "claim_refused", "mads_in", "mads_out", "mad_dropped", "mad_refused",
 	"comm_full", "dreqs_sent", "steered", "relay_dropped"}
 
 func (c *DaemonCounters) field(i int) *uint64 {
-	return [...]*uint64{&c.CtlClients, &c.CtlAcceptErrors, &c.CtlRefused, &c.CtlIdleClosed, &c.ListenRefused,
+	return [...]*uint64{&c.CtlClients, &c.CtlAcceptErrors, &c.CtlRefused, &c.CtlIdleClosed, &c.ListenRefused, &c.TargetRefused,
 		&c.RpingSessions, &c.RpingRefused, &c.RpingIdleClosed,
 		&c.Attached, &c.AttachRefused, &c.QPNRefused, &c.ClaimRefused, &c.MADsIn, &c.MADsOut, &c.MADDropped, &c.MADRefused,
 		&c.CommFull, &c.DREQsSent, &c.Steered, &c.RelayDropped}[i]

@@ -103,6 +103,9 @@ func connect(t *testing.T, srv, cli *node, reqPD, repPD []byte) (sc, cc *Conn) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ln.Close() })
+	if ln.Network() != srv.tr.Network() {
+		t.Fatalf("listener network %q", ln.Network())
+	}
 	type res struct {
 		c   *Conn
 		err error
@@ -152,6 +155,9 @@ func TestConnectTransfer(t *testing.T) {
 			}
 			if cc.IRD() <= 0 || cc.ORD() <= 0 || sc.IRD() <= 0 || sc.ORD() <= 0 {
 				t.Fatal("depths", cc.IRD(), cc.ORD(), sc.IRD(), sc.ORD())
+			}
+			if iw := network == IWARP; iw != (cc.MULPDU() > 0) || iw != (sc.MULPDU() > 0) {
+				t.Fatal("MULPDU", cc.MULPDU(), sc.MULPDU())
 			}
 			if cc.RemoteAddr() == nil || cc.LocalAddr() == nil || sc.RemoteAddr() == nil || sc.LocalAddr() == nil {
 				t.Fatal("addresses")

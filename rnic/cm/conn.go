@@ -65,6 +65,9 @@ func (l *Listener) Addr() net.Addr { return l.impl.addr() }
 // for RoCEv2).
 func (l *Listener) Port() int { return l.impl.port() }
 
+// Network returns "iwarp" or "rocev2".
+func (l *Listener) Network() string { return l.t.network }
+
 // Close stops listening; pending requests are refused and Accept returns ErrClosed.
 func (l *Listener) Close() error {
 	var err error
@@ -171,6 +174,15 @@ func (c *Conn) MPA() (p mpa.Params, ok bool) {
 		return iw.c.Params(), true
 	}
 	return p, false
+}
+
+// MULPDU returns the largest ULPDU an iWARP connection puts in one FPDU it sends (RFC 5044
+// §4.5: from the TCP MSS and Markers), or 0 for RoCEv2.
+func (c *Conn) MULPDU() int {
+	if iw, isIW := c.impl.(iwConn); isIW {
+		return iw.c.MULPDU()
+	}
+	return 0
 }
 
 // QP returns the connected queue pair.

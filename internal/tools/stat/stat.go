@@ -126,8 +126,8 @@ func printStatus(w io.Writer, s *uapi.Status) error {
 		fmt.Fprintf(w, "target addr 0x%x rkey 0x%x len %d\n", s.TargetAddr, s.TargetRKey, s.TargetLen)
 	}
 	dc := &s.Daemon
-	fmt.Fprintf(w, "qps %d  control clients %d (refused %d, idle closed %d, accept errors %d)  listen refused %d  rping sessions %d (refused %d, idle closed %d)\n",
-		s.QPCount, dc.CtlClients, dc.CtlRefused, dc.CtlIdleClosed, dc.CtlAcceptErrors, dc.ListenRefused,
+	fmt.Fprintf(w, "qps %d  control clients %d (refused %d, idle closed %d, accept errors %d)  listen refused %d  target refused %d  rping sessions %d (refused %d, idle closed %d)\n",
+		s.QPCount, dc.CtlClients, dc.CtlRefused, dc.CtlIdleClosed, dc.CtlAcceptErrors, dc.ListenRefused, dc.TargetRefused,
 		dc.RpingSessions, dc.RpingRefused, dc.RpingIdleClosed)
 	if s.Steering != "" {
 		fmt.Fprintf(w, "attached %d (refused %d)  steering %s (steered %d, relay dropped %d)  MADs in %d out %d (dropped %d, refused %d)  QPN refused %d  DREQs for ended processes %d\n",

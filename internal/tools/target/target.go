@@ -5,11 +5,11 @@
 //
 // It listens on -s (RoCEv2: the link's address; with -d, the device's) port -p (default
 // 7471) and accepts every connection request with the region's 16-byte advertisement
-// (rnic.RemoteBuffer, rping's struct rping_rdma_info) as the accept's private data, as the
-// daemon's built-in target (-target-mib) does. It posts no receives: a peer that Sends
-// gets a Terminate (iWARP) or RNR NAKs (RoCEv2). A connection's QP is destroyed when the
-// connection ends. At most --max-conns connections at once; more are rejected and
-// counted. It prints one line when it listens ("target: listening on ADDR addr 0x…
+// (rnic.RemoteBuffer, rping's struct rping_rdma_info) as the accept's private data, and an
+// IRD of the initiator's ORD. It posts no receives: a peer that Sends gets a Terminate
+// (iWARP) or RNR NAKs (RoCEv2). A connection's QP is destroyed when the connection ends.
+// At most --max-conns connections at once; more are rejected and counted. Its accept
+// loop, Server, is the daemon's built-in target (-target-mib) too. It prints one line when it listens ("target: listening on ADDR addr 0x…
 // rkey 0x… len N") and, at the end (SIGINT, SIGTERM, --timeout), how many connections it
 // served and refused.
 package target
@@ -22,8 +22,6 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
-	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -42,7 +40,6 @@ const (
 	DefaultMiB      = 16
 	MaxMiB          = 4095 // the advertisement's length is 32 bits
 	DefaultMaxConns = 1024
-	maxIRD          = 16 // Read depth offered to a peer (its ORD, at most this)
 )
 
 // Options are the target's settings.
@@ -184,7 +181,15 @@ func Run(ctx context.Context, o Options, stdout io.Writer) error {
 		return err
 	}
 	defer t.Close()
-	s, err := newServer(dev, o)
+	pd, err := dev.AllocPD()
+	if err != nil {
+		return err
+	}
+	mr, err := pd.RegMR(make([]byte, o.MiB<<20), rnic.AccessLocalWrite|rnic.AccessRemoteWrite|rnic.AccessRemoteRead)
+	if err != nil {
+		return err
+	}
+	s, err := NewServer(pd, mr, ServerConfig{MaxConns: o.MaxConns})
 	if err != nil {
 		return err
 	}
@@ -198,115 +203,15 @@ func Run(ctx context.Context, o Options, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	adv := s.mr.RemoteBuffer(0, s.mr.Len())
+	adv := mr.RemoteBuffer(0, mr.Len())
 	fmt.Fprintf(out, "target: listening on %s (%s) addr %#x rkey %#x len %d\n", ln.Addr(), network, adv.Addr, adv.RKey, adv.Len)
 	if o.Listening != nil {
 		o.Listening(ln.Addr(), adv)
 	}
-	go func() { <-ctx.Done(); ln.Close() }()
-	for {
-		req, err := ln.Accept(ctx)
-		if err != nil {
-			break // ctx ended: the listener is closed
-		}
-		s.accept(req)
-	}
-	s.stop()
-	st := s.stats()
+	_ = s.Serve(ctx, ln) // until ctx ends
+	_ = ln.Close()
+	s.Close()
+	st := s.Stats()
 	fmt.Fprintf(out, "target: %d connections served, %d refused, %d failed\n", st.Served, st.Refused, st.Failed)
 	return nil
-}
-
-// server is the region and the connections to it.
-type server struct {
-	dev *rnic.Device
-	o   Options
-	pd  *rnic.PD
-	cq  *rnic.CQ
-	mr  *rnic.MR
-	adv []byte
-
-	mu    sync.Mutex
-	conns map[*cm.Conn]struct{}
-	wg    sync.WaitGroup
-
-	served, refused, failed atomic.Uint64
-}
-
-func newServer(dev *rnic.Device, o Options) (*server, error) {
-	s := &server{dev: dev, o: o, conns: make(map[*cm.Conn]struct{})}
-	var err error
-	if s.pd, err = dev.AllocPD(); err != nil {
-		return nil, err
-	}
-	// the target posts no work: its QPs' CQ stays empty
-	if s.cq, err = dev.CreateCQ(64); err != nil {
-		return nil, err
-	}
-	if s.mr, err = s.pd.RegMR(make([]byte, o.MiB<<20), rnic.AccessLocalWrite|rnic.AccessRemoteWrite|rnic.AccessRemoteRead); err != nil {
-		return nil, err
-	}
-	s.adv = s.mr.RemoteBuffer(0, s.mr.Len()).Append(nil)
-	return s, nil
-}
-
-// accept takes one request: a QP with the region's advertisement, or a reject past
-// MaxConns.
-func (s *server) accept(req *cm.ConnRequest) {
-	s.mu.Lock()
-	full := len(s.conns) >= s.o.MaxConns
-	s.mu.Unlock()
-	if full {
-		s.refused.Add(1)
-		_ = req.Reject(nil)
-		return
-	}
-	qp, err := s.dev.CreateQP(s.pd, rnic.QPAttr{SendCQ: s.cq, RecvCQ: s.cq})
-	if err != nil {
-		s.failed.Add(1)
-		_ = req.Reject(nil)
-		return
-	}
-	c, err := req.Accept(qp, cm.Param{PrivateData: s.adv, IRD: min(max(req.ORD(), 1), maxIRD), ORD: 1})
-	if err != nil {
-		s.failed.Add(1)
-		_ = qp.Destroy()
-		return
-	}
-	s.served.Add(1)
-	s.mu.Lock()
-	s.conns[c] = struct{}{}
-	s.mu.Unlock()
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		<-c.Done()
-		s.mu.Lock()
-		delete(s.conns, c)
-		s.mu.Unlock()
-		_ = qp.Destroy()
-	}()
-}
-
-// stop disconnects every connection (gracefully, bounded) and waits for their QPs.
-func (s *server) stop() {
-	s.mu.Lock()
-	cs := make([]*cm.Conn, 0, len(s.conns))
-	for c := range s.conns {
-		cs = append(cs, c)
-	}
-	s.mu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	var wg sync.WaitGroup
-	for _, c := range cs {
-		wg.Add(1)
-		go func() { defer wg.Done(); _ = c.Disconnect(ctx) }()
-	}
-	wg.Wait()
-	s.wg.Wait()
-}
-
-func (s *server) stats() Stats {
-	return Stats{Served: s.served.Load(), Refused: s.refused.Load(), Failed: s.failed.Load()}
 }
