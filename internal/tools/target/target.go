@@ -19,7 +19,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
 	"os/signal"
 	"strconv"
 	"syscall"
@@ -84,13 +83,6 @@ func Usage(w io.Writer) {
 // ParseArgs parses the command line.
 func ParseArgs(args []string) (Options, error) {
 	o := DefaultOptions()
-	found, operands, err := tool.Getopt(args, opts)
-	if err != nil {
-		return o, err
-	}
-	if len(operands) > 0 {
-		return o, fmt.Errorf("unexpected argument %q", operands[0])
-	}
 	num := func(a tool.Arg, lo, hi int) (int, error) {
 		n, err := strconv.Atoi(a.Value)
 		if err != nil || n < lo || n > hi {
@@ -98,13 +90,7 @@ func ParseArgs(args []string) (Options, error) {
 		}
 		return n, nil
 	}
-	for _, a := range found {
-		if ok, err := tool.SetLink(&o.Link, a); ok { // --xdp, --pcap
-			if err != nil {
-				return o, err
-			}
-			continue
-		}
+	operands, err := tool.Parse(args, opts, tool.Common{Link: &o.Link, Timeout: &o.Timeout}, func(a tool.Arg) (err error) {
 		switch {
 		case a.Short == 'd' || a.Long == "dev":
 			o.Device = a.Value
@@ -120,32 +106,22 @@ func ParseArgs(args []string) (Options, error) {
 			o.MiB, err = num(a, 1, MaxMiB)
 		case a.Long == "max-conns":
 			o.MaxConns, err = num(a, 1, 1<<20)
-		case a.Long == "timeout":
-			o.Timeout, err = tool.ParseDuration(a.Long, a.Value)
 		}
-		if err != nil {
-			return o, err
-		}
+		return err
+	})
+	if err == nil {
+		err = tool.NoOperands(operands)
 	}
-	return o, nil
+	return o, err
 }
 
-// Main is the "softrnic target" command.
+// Main is the "softrnic target" command. Besides SIGINT, SIGTERM ends it (it is a
+// service) with its closing line.
 func Main(args []string) int {
-	o, err := ParseArgs(args)
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "target: %v\n", err)
-		Usage(os.Stderr)
-		return 2
-	}
-	return hostlink.Main("target", o.Link, os.Stderr, func() int { // --xdp, --pcap
-		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	return tool.Main("target", args, ParseArgs, Usage, func(ctx context.Context, o Options, stdout, _ io.Writer) error {
+		ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM)
 		defer stop()
-		if err := Run(ctx, o, os.Stdout); err != nil {
-			fmt.Fprintf(os.Stderr, "target: %v\n", err)
-			return 1
-		}
-		return 0
+		return Run(ctx, o, stdout)
 	})
 }
 
