@@ -226,6 +226,7 @@ func (c *Conn) complete(e *sqe, st rnic.Status) {
 	if e.counted {
 		c.rdOut--
 	}
+	c.dropCRC(e) // no helper reads the WQE's memory after its completion
 	c.qp.CompleteSend(e.w, st)
 }
 

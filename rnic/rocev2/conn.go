@@ -116,6 +116,8 @@ type Conn struct {
 	// finishTx's ICRC pseudo-header state for packets of txICRCLen bytes (0: none)
 	txICRCLen int
 	txICRC    uint32
+	crcq      atomic.Pointer[crcQueue] // WQEs whose payload CRCs a poster may compute (txcrc.go)
+	txJoined  uint64                   // packets sent with a payload CRC joined (finishJoined), for tests
 }
 
 // txBatch is one Link batch of packet buffers. With a gatherLink, packet i may be
@@ -258,8 +260,13 @@ func (c *Conn) RemoteAddr() Addr {
 	return Addr{IP: c.remote.Addr(), Port: c.cmPeer, UDPPort: c.remote.Port()}
 }
 
-// SendQueued implements rnic.QPTransport.
-func (c *Conn) SendQueued() { c.wake() }
+// SendQueued implements rnic.QPTransport. After waking the connection, the posting
+// goroutine computes the payload CRCs of the WQEs the connection has taken and not sent
+// yet (txcrc.go), so the connection's goroutine has less to do per packet.
+func (c *Conn) SendQueued() {
+	c.wake()
+	c.help()
+}
 
 // Disconnect implements rnic.QPTransport: graceful waits until every sent
 // request is acknowledged; abortive stops at once. RoCE has no LLP to close.
@@ -336,6 +343,7 @@ func (c *Conn) run() {
 			}
 			c.dead = true
 			err := c.err
+			c.dropCRCs() // before TransportDone flushes the WQEs
 			c.mu.Unlock()
 			c.release()
 			c.e.mu.Lock()

@@ -22,7 +22,11 @@
 // registered memory of the WQE (an iovec between headers and ICRC, for a packet's
 // payload of 512 bytes or more within one SGE; READ responses are copied, their
 // memory may change under them), and the receive goroutine reads GRO-coalesced
-// packets where the kernel put them.
+// packets where the kernel put them. The ICRC of an RC WRITE or SEND packet of a full
+// path MTU is the CRC of its headers joined with its payload's CRC (roce.ICRCJoin),
+// which the goroutine that posts send work computes for the WQEs the connection has
+// taken ahead of its send cursor (Conn.SendQueued): the connection's goroutine then runs
+// the CRC over the headers only, unless it reaches a packet before the poster did.
 //
 // # Addresses and UDP ports
 //

@@ -40,6 +40,11 @@ type Endpoint struct {
 	txFree []*txBatch
 	txSize int // packets per batch: the link's BatchSize
 
+	// idle payload CRC jobs (txcrc.go), up to pcrcFreeMax
+	crcMu      sync.Mutex
+	crcFree    []*pcrc
+	crcHelpNow bool // tests: a WQE's payload CRCs are computed as it is taken
+
 	closed  atomic.Bool
 	quit    chan struct{} // closed by Close: ends the receive back-off
 	wg      sync.WaitGroup

@@ -36,6 +36,7 @@ type requester struct {
 	lastNakValid   bool
 	seqRetried     bool
 	hdr            roce.Header
+	ahead          int // packets of the WQEs taken and not started (takeAhead)
 
 	// Keepalive (Config.KeepAlive): when the connection carried nothing for
 	// an interval, a zero-length RDMA WRITE probes the peer; a dead peer
@@ -55,6 +56,8 @@ type sqe struct {
 	counted     bool // counted in rdOut
 	done        bool
 	got         uint64 // Read: response bytes placed
+	np          int    // packets, counted in requester.ahead until started
+	crc         *pcrc  // payload CRCs computed ahead (txcrc.go), or nil
 }
 
 func (c *Conn) timersLocked(now time.Time) {
@@ -196,6 +199,57 @@ func (c *Conn) seek(p roce.PSN) {
 	c.sqSend, c.sendOff = c.sqTail, 0
 }
 
+// take takes the next posted WQE into the ring at sqTail: ok, or empty when none is
+// waiting (neither when the ring is full).
+func (c *Conn) take() (ok, empty bool) {
+	if c.sqTail-c.sqHead == uint64(len(c.sq)) {
+		if len(c.sq) >= c.sqMax {
+			return false, false
+		}
+		c.growSQ()
+	}
+	w := c.qp.NextSend()
+	if w == nil {
+		return false, true
+	}
+	e := c.ent(c.sqTail)
+	*e = sqe{w: w, np: 1}
+	if !isRdAtomic(w.Opcode) && !isLocal(w.Opcode) {
+		e.np = int(c.npkts(w.Len))
+	}
+	c.sqTail++
+	if c.ahead+e.np > c.e.txSize || c.e.crcHelpNow {
+		// Some of its packets are beyond the next batch: a helper has time to compute
+		// their payload CRCs. (For a WQE that goes out whole in the next batch a job
+		// would cost the goroutine more than it saves: nobody gets to it first.)
+		c.crcJob(e)
+	}
+	c.ahead += e.np
+	return true, false
+}
+
+// takeAhead takes posted RC WQEs beyond the send cursor, up to a window of packets not
+// started, so that their payload CRCs can be computed before fill reaches them
+// (txcrc.go). It takes none after a local operation (RegMR, LocalInv, BindMW) that has
+// not executed: the WQEs after it are resolved (NextSend checks their keys) only once it
+// has. empty reports that it found no WQE waiting.
+func (c *Conn) takeAhead() (empty bool) {
+	if c.typ != RC || c.fatal {
+		return false
+	}
+	for c.ahead < c.cfg.Window {
+		if c.sqTail != c.sqSend {
+			if e := c.ent(c.sqTail - 1); isLocal(e.w.Opcode) && !e.done {
+				return false
+			}
+		}
+		if ok, empty := c.take(); !ok {
+			return empty
+		}
+	}
+	return false
+}
+
 // fill builds up to a batch of packets in c.txb: Read responses first, then requests.
 func (c *Conn) fill() int {
 	txb := c.txb.b
@@ -219,17 +273,18 @@ func (c *Conn) fill() int {
 		n++
 	}
 	c.txBlocked = false
+	// The send queue is asked for more work at most once after it was found empty (a
+	// post after that wakes the goroutine again: SendQueued).
+	empty := c.takeAhead()
 	for n < len(txb) {
 		if c.sqSend == c.sqTail {
-			if c.sqTail-c.sqHead == uint64(len(c.sq)) && len(c.sq) < c.sqMax {
-				c.growSQ()
-			}
-			w := c.qp.NextSend()
-			if w == nil {
+			if empty {
 				break
 			}
-			*c.ent(c.sqTail) = sqe{w: w}
-			c.sqTail++
+			var ok bool
+			if ok, empty = c.take(); !ok {
+				break
+			}
 		}
 		e := c.ent(c.sqSend)
 		w := e.w
@@ -243,6 +298,7 @@ func (c *Conn) fill() int {
 				break
 			}
 			st := c.qp.ExecLocal(w)
+			c.ahead -= e.np
 			e.done, e.started = true, true
 			c.qp.CompleteSend(w, st)
 			c.sqSend++
@@ -270,6 +326,7 @@ func (c *Conn) fill() int {
 		}
 		if !e.started {
 			e.started = true
+			c.ahead -= e.np
 			e.first = c.sendPSN
 			np := uint32(1)
 			if w.Opcode != rnic.OpAtomicCmpSwap && w.Opcode != rnic.OpAtomicFetchAdd {
@@ -307,6 +364,9 @@ func (c *Conn) fill() int {
 				c.retire()
 			}
 		}
+	}
+	if !empty {
+		c.takeAhead()
 	}
 	c.qp.CountTx(0, n)
 	return n
@@ -406,6 +466,7 @@ func (c *Conn) request(b []byte, e *sqe) (pkt, body []byte, last bool) {
 		c.noack = 0
 	}
 	b = h.Append(b, n)
+	hl := len(b)
 	if payload && n > 0 {
 		if c.e.gather != nil && n >= minGather && c.typ == RC {
 			if c.segs = w.Segs.Slices(c.segs[:0], off, uint64(n)); len(c.segs) == 1 {
@@ -421,6 +482,16 @@ func (c *Conn) request(b []byte, e *sqe) (pkt, body []byte, last bool) {
 	c.sendPSN = c.sendPSN.Add(1)
 	if payload {
 		c.qp.CountTx(n, 0)
+	}
+	if e.crc != nil && n == c.mtu {
+		p := body
+		if p == nil {
+			p = b[hl:]
+		}
+		if part, ok := e.crc.part(int(off/uint64(c.mtu)), p); ok {
+			c.txJoined++
+			return c.finishJoined(b[:hl], body, n, part), body, last
+		}
 	}
 	return c.finishTx(b, body, n), body, last
 }
@@ -444,6 +515,25 @@ func (c *Conn) finishTx(b, body []byte, n int) []byte {
 	}
 	crc := roce.ICRCAdd(roce.ICRCAddTransport(c.txICRC, b[:hl]), body)
 	return roce.AppendICRC(b, roce.ICRCAdd(crc, b[hl:]))
+}
+
+// finishJoined is finishTx for a packet whose n-byte payload has the CRC part
+// (roce.ICRCPart, computed ahead: txcrc.go): the ICRC (IBTA Vol.1 §7.8.1, Annex A17.3.3)
+// runs over the headers h alone and joins the payload's CRC with a multiplication
+// (roce.ICRCJoin). The payload is body, or follows the headers in h's buffer (copied).
+func (c *Conn) finishJoined(h, body []byte, n int, part uint32) []byte {
+	ib := len(h) + n + roce.PadLen(n)
+	if ib != c.txICRCLen {
+		c.txICRCLen, c.txICRC = ib, icrcStart(c.local, c.remote, ib)
+	}
+	crc := roce.ICRCJoin(roce.ICRCAddTransport(c.txICRC, h), part, n)
+	b := h
+	if body == nil {
+		b = h[:len(h)+n]
+	}
+	pad := len(b)
+	b = roce.AppendPad(b, n)
+	return roce.AppendICRC(b, roce.ICRCAdd(crc, b[pad:]))
 }
 
 // gather appends bytes [off, off+n) of segs to b (b has room: a packet buffer).
