@@ -408,13 +408,13 @@ func (sp *spinner) spin(ctx context.Context) error {
 
 func (sp *spinner) reset() { sp.n = 0 }
 
-// The spinner's pacing. spinPatience is how long a wait spins before pausing: some fifty
-// round trips on a host's loopback, yet short enough that an idle peer costs about a
-// millisecond of CPU per wait; inside an emulated guest round trips take hundreds of µs
-// and the pause's timer far longer than asked (bench/SIW.md), so pausing at 50 µs made
-// the pause the latency. spinBackoff is the pause: long enough to give a shared CPU to
-// the thread that places the peer's Write, short beside a slow round trip.
+// The spinner's pacing. spinPatience is how long a wait spins before pausing: twice a
+// round trip on a host's loopback (softrnic's write_lat: ~25 µs typical). spinBackoff is
+// the pause: long enough to give a shared CPU to the thread that places the peer's Write,
+// short beside a slow round trip. (Inside the QEMU/TCG interop guest, where vCPUs are
+// host threads, spinning for 1 ms before pausing gave minimum latencies up to twice as
+// long: a spinning vCPU takes host CPU from the emulated network path.)
 const (
-	spinPatience = time.Millisecond
+	spinPatience = 50 * time.Microsecond
 	spinBackoff  = 10 * time.Microsecond
 )
