@@ -122,6 +122,25 @@ func New(t testing.TB, mtu, queues int) *Env {
 	return e
 }
 
+// AddAddr gives side i's veth one more address (prefix), for tests that need an address
+// of the namespace that a datapath under test does not own.
+func (e *Env) AddAddr(t testing.TB, i int, prefix netip.Prefix) {
+	t.Helper()
+	h, err := netlink.NewHandleAt(e.NS[i])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	l, err := h.LinkByName(e.Dev[i])
+	if err != nil {
+		t.Fatal(err)
+	}
+	na := &netlink.Addr{IPNet: &net.IPNet{IP: prefix.Addr().AsSlice(), Mask: net.CIDRMask(prefix.Bits(), prefix.Addr().BitLen())}, Flags: unix.IFA_F_NODAD}
+	if err := h.AddrAdd(l, na); err != nil {
+		t.Fatalf("address %v: %v", prefix, err)
+	}
+}
+
 // waitOperUp waits, from the namespace's link notifications (the current state first),
 // until dev in ns is operationally up; it fails the test after 5 s.
 func waitOperUp(t testing.TB, ns netns.NsHandle, dev string) {

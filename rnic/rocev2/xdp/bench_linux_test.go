@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/softrnic/softrnic/internal/netnstest"
 	"github.com/softrnic/softrnic/rnic"
 	"github.com/softrnic/softrnic/rnic/rocev2"
 	"github.com/softrnic/softrnic/roce"
@@ -19,7 +20,7 @@ import (
 // beside kernel UDP sockets (sendmmsg/recvmmsg) in the same run. One op is
 // one packet.
 func BenchmarkLink(b *testing.B) {
-	requirePriv(b)
+	netnstest.RequirePriv(b)
 	for _, kind := range []string{"xdp", "udp"} {
 		b.Run(kind, func(b *testing.B) {
 			e := newNetEnv(b, 1500)
@@ -84,7 +85,7 @@ func BenchmarkLink(b *testing.B) {
 // at a time, path MTU 1024) between endpoints in the two namespaces, over
 // AF_XDP links and over UDP links in the same run.
 func BenchmarkRCWrite(b *testing.B) {
-	requirePriv(b)
+	netnstest.RequirePriv(b)
 	for _, kind := range []string{"xdp", "udp"} {
 		for _, size := range []int{4 << 10, 64 << 10, 1 << 20} {
 			b.Run(fmt.Sprintf("%s/%dKiB", kind, size>>10), func(b *testing.B) {

@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"testing"
 
+	"github.com/softrnic/softrnic/internal/inetsum"
 	"github.com/softrnic/softrnic/roce"
 )
 
@@ -188,12 +189,8 @@ func TestInputIPv6(t *testing.T) {
 	udp6Checksum(f[14:])
 	// RFC 768/8200: the one's-complement sum over pseudo header and
 	// datagram, checksum included, is 0xFFFF.
-	s := sum16(uint64(len(f)-54)+17, f[14+8:14+40])
-	s = sum16(s, f[54:])
-	for s>>16 != 0 {
-		s = s&0xFFFF + s>>16
-	}
-	if s != 0xFFFF || binary.BigEndian.Uint16(f[54+6:]) == 0 {
+	pseudo := inetsum.Add(uint64(len(f)-54)+17, f[14+8:14+40])
+	if s := inetsum.Fold(inetsum.Add(pseudo, f[54:])); s != 0xFFFF || binary.BigEndian.Uint16(f[54+6:]) == 0 {
 		t.Fatalf("UDP checksum: sum %#x", s)
 	}
 	buf := make([]byte, 4096)

@@ -9,187 +9,56 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"os"
-	"runtime"
 	"testing"
 	"time"
 
+	"github.com/softrnic/softrnic/internal/netnstest"
 	"github.com/softrnic/softrnic/link/afxdp"
 	"github.com/softrnic/softrnic/rnic"
 	"github.com/softrnic/softrnic/rnic/rocev2"
 	"github.com/softrnic/softrnic/roce"
 	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
-	"golang.org/x/sys/unix"
 )
 
-// requirePriv skips (loudly) unless the test can create namespaces, veths,
-// AF_XDP sockets and BPF programs.
-func requirePriv(t testing.TB) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("SKIP (privileged): AF_XDP netns tests need root (CAP_SYS_ADMIN, CAP_NET_ADMIN, CAP_BPF); running as uid", os.Geteuid())
-	}
-	fd, err := unix.Socket(unix.AF_XDP, unix.SOCK_RAW, 0)
-	if err != nil {
-		t.Skip("SKIP (privileged): cannot create an AF_XDP socket (CONFIG_XDP_SOCKETS?):", err)
-	}
-	unix.Close(fd)
-}
-
-// netEnv is two network namespaces joined by a veth pair, with addresses
-// in 10.199.7.0/24 and fd00:199:7::/64 that exist only inside them.
+// netEnv is two network namespaces joined by a veth pair (internal/netnstest: addresses
+// in 10.199.9.0/24 and fd00:199:9::/64 that exist only inside them), with namespace 0
+// also holding otherAddr.
 type netEnv struct {
-	ns    [2]netns.NsHandle
-	dev   [2]string
-	addr  [2]netip.Addr
-	addr6 [2]netip.Addr
-	v6    bool       // openLink uses addr6
-	opts  [2]Options // AF_XDP options of each side (Interface, Addr, Mode are set by openLink)
+	*netnstest.Env
+	v6   bool       // openLink uses Addr6
+	opts [2]Options // AF_XDP options of each side (Interface, Addr, Mode are set by openLink)
 }
 
-var envSeq int
-
-// newNetEnv creates the namespaces, the veth pair and the addresses with
-// netlink; t.Cleanup drops the namespace handles, and a namespace (with its
-// veth) disappears once the links' sockets in it are closed too.
+// newNetEnv creates the namespaces, the veth pair and the addresses; they disappear
+// once the test's handles and the links' sockets in them are closed.
 func newNetEnv(t testing.TB, mtu int) *netEnv { return newNetEnvQ(t, mtu, 1) }
 
 // newNetEnvQ is newNetEnv with veths of the given number of queues.
 func newNetEnvQ(t testing.TB, mtu, queues int) *netEnv {
 	t.Helper()
-	envSeq++
-	id := fmt.Sprintf("%d%d", os.Getpid()%100000, envSeq)
-	e := &netEnv{
-		dev:   [2]string{"xa" + id, "xb" + id},
-		addr:  [2]netip.Addr{netip.MustParseAddr("10.199.7.1"), netip.MustParseAddr("10.199.7.2")},
-		addr6: [2]netip.Addr{netip.MustParseAddr("fd00:199:7::1"), netip.MustParseAddr("fd00:199:7::2")},
-	}
-	hs := &e.ns
-	func() {
-		runtime.LockOSThread()
-		orig, err := netns.Get()
-		if err != nil {
-			runtime.UnlockOSThread()
-			t.Fatal(err)
-		}
-		defer func() {
-			if netns.Set(orig) == nil {
-				runtime.UnlockOSThread()
-			}
-			orig.Close()
-		}()
-		for i := range hs {
-			// Unnamed: a namespace lives while a handle, socket or device
-			// refers to it, so nothing outlives the test even if it dies.
-			if hs[i], err = netns.New(); err != nil { // also switches this thread into it
-				t.Fatalf("create netns: %v", err)
-			}
-			h := hs[i]
-			t.Cleanup(func() { _ = h.Close() })
-		}
-	}()
-	var nl [2]*netlink.Handle
-	for i := range 2 {
-		h, err := netlink.NewHandleAt(hs[i])
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer h.Close()
-		nl[i] = h
-	}
-	veth := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: e.dev[0], MTU: mtu, NumTxQueues: queues, NumRxQueues: queues},
-		PeerName: e.dev[1], PeerNamespace: netlink.NsFd(hs[1]), PeerNumTxQueues: uint32(queues), PeerNumRxQueues: uint32(queues)}
-	if err := nl[0].LinkAdd(veth); err != nil {
-		t.Fatalf("veth: %v", err)
-	}
-	for i := range 2 {
-		for _, name := range []string{"lo", e.dev[i]} {
-			l, err := nl[i].LinkByName(name)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if name != "lo" {
-				if err := nl[i].LinkSetMTU(l, mtu); err != nil {
-					t.Fatal(err)
-				}
-				as := []netip.Prefix{netip.PrefixFrom(e.addr[i], 24), netip.PrefixFrom(e.addr6[i], 64)}
-				if i == 0 {
-					as = append(as, netip.PrefixFrom(otherAddr, 24)) // see checkPass
-				}
-				for _, a := range as {
-					na := &netlink.Addr{IPNet: &net.IPNet{IP: a.Addr().AsSlice(), Mask: net.CIDRMask(a.Bits(), a.Addr().BitLen())}, Flags: unix.IFA_F_NODAD}
-					if err := nl[i].AddrAdd(l, na); err != nil {
-						t.Fatalf("address %v: %v", a, err)
-					}
-				}
-			}
-			if err := nl[i].LinkSetUp(l); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	// Until the kernel's link watcher has seen the carrier (up to a second
-	// later) the veths drop what they are given.
-	deadline := time.Now().Add(5 * time.Second)
-	for i := 0; i < 2; {
-		l, err := nl[i].LinkByName(e.dev[i])
-		if err != nil {
-			t.Fatal(err)
-		}
-		if l.Attrs().OperState == netlink.OperUp {
-			i++
-			continue
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s not operationally up: %v", e.dev[i], l.Attrs().OperState)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	e := &netEnv{Env: netnstest.New(t, mtu, queues)}
+	e.AddAddr(t, 0, netip.PrefixFrom(otherAddr, 24)) // see checkPass
 	return e
-}
-
-// in runs f on a thread switched into namespace ns: sockets, netlink
-// handles and XDP attachments made there stay in ns.
-func in(t testing.TB, ns netns.NsHandle, f func()) {
-	t.Helper()
-	runtime.LockOSThread()
-	orig, err := netns.Get()
-	if err != nil {
-		runtime.UnlockOSThread()
-		t.Fatal(err)
-	}
-	defer orig.Close()
-	if err := netns.Set(ns); err != nil {
-		runtime.UnlockOSThread()
-		t.Fatal(err)
-	}
-	defer func() {
-		if netns.Set(orig) == nil {
-			runtime.UnlockOSThread() // else the thread dies with the goroutine
-		}
-	}()
-	f()
 }
 
 // openLink opens an AF_XDP (xdp) or UDP link for side i of e.
 func (e *netEnv) openLink(t testing.TB, i int, xdp bool, mode Mode, uo *rocev2.UDPOptions) rocev2.Link {
 	t.Helper()
 	var l rocev2.Link
-	in(t, e.ns[i], func() {
-		a := netip.AddrPortFrom(e.addr[i], roce.UDPPort)
+	netnstest.In(t, e.NS[i], func() {
+		a := netip.AddrPortFrom(e.Addr[i], roce.UDPPort)
 		if e.v6 {
-			a = netip.AddrPortFrom(e.addr6[i], roce.UDPPort)
+			a = netip.AddrPortFrom(e.Addr6[i], roce.UDPPort)
 		}
 		var err error
 		if xdp {
 			var x *Link
 			o := e.opts[i]
-			o.Interface, o.Addr, o.Mode = e.dev[i], a, mode
+			o.Interface, o.Addr, o.Mode = e.Dev[i], a, mode
 			x, err = New(o)
 			if err == nil {
 				if _, bench := t.(*testing.B); !bench {
-					t.Logf("%s: AF_XDP link mode %v zero-copy %v", e.dev[i], x.Mode(), x.ZeroCopy())
+					t.Logf("%s: AF_XDP link mode %v zero-copy %v", e.Dev[i], x.Mode(), x.ZeroCopy())
 				}
 				l = x
 			}
@@ -337,7 +206,7 @@ func exercise(t *testing.T, a, b *side, seed byte) {
 }
 
 func TestNetnsRC(t *testing.T) {
-	requirePriv(t)
+	netnstest.RequirePriv(t)
 	for _, tc := range []struct {
 		name string
 		xdpB bool
@@ -409,22 +278,22 @@ func TestNetnsRC(t *testing.T) {
 }
 
 // otherAddr is a second address of namespace 0, not the link's.
-var otherAddr = netip.MustParseAddr("10.199.7.3")
+var otherAddr = netip.MustParseAddr("10.199.9.3")
 
 // checkPass sends UDP datagrams from namespace 1 to namespace 0 that the
 // XDP program must pass to the kernel stack: to another port of the link's
 // address, and to port 4791 of another address.
 func checkPass(t *testing.T, e *netEnv) {
 	t.Helper()
-	for _, dst := range []netip.AddrPort{netip.AddrPortFrom(e.addr[0], 5000), netip.AddrPortFrom(otherAddr, roce.UDPPort)} {
+	for _, dst := range []netip.AddrPort{netip.AddrPortFrom(e.Addr[0], 5000), netip.AddrPortFrom(otherAddr, roce.UDPPort)} {
 		var c *net.UDPConn
-		in(t, e.ns[0], func() {
+		netnstest.In(t, e.NS[0], func() {
 			var err error
 			if c, err = net.ListenUDP("udp4", net.UDPAddrFromAddrPort(dst)); err != nil {
 				t.Fatal(err)
 			}
 		})
-		in(t, e.ns[1], func() {
+		netnstest.In(t, e.NS[1], func() {
 			s, err := net.DialUDP("udp4", nil, net.UDPAddrFromAddrPort(dst))
 			if err != nil {
 				t.Fatal(err)
@@ -446,12 +315,12 @@ func checkPass(t *testing.T, e *netEnv) {
 // open and detached by Close, that Close unblocks a waiting Recv, and that
 // a bad interface fails cleanly.
 func TestLinkLifecycle(t *testing.T) {
-	requirePriv(t)
+	netnstest.RequirePriv(t)
 	e := newNetEnv(t, 1500)
 	attached := func() bool {
 		var on bool
-		in(t, e.ns[0], func() {
-			l, err := netlink.LinkByName(e.dev[0])
+		netnstest.In(t, e.NS[0], func() {
+			l, err := netlink.LinkByName(e.Dev[0])
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -469,12 +338,12 @@ func TestLinkLifecycle(t *testing.T) {
 		_, err := l.Recv(bufs, make([]int, 1), make([]netip.AddrPort, 1))
 		done <- err
 	}()
-	if err := l.Send([][]byte{make([]byte, 40)}, netip.AddrPortFrom(e.addr6[1], 4791)); !errors.Is(err, ErrAddrFamily) {
+	if err := l.Send([][]byte{make([]byte, 40)}, netip.AddrPortFrom(e.Addr6[1], 4791)); !errors.Is(err, ErrAddrFamily) {
 		t.Fatalf("IPv6 destination on an IPv4 link: %v", err)
 	}
-	// Nobody has 10.199.7.99: the first Send queues while the kernel
+	// Nobody has 10.199.9.99: the first Send queues while the kernel
 	// resolves, and once resolution has failed (3 s) Send refuses at once.
-	bad := netip.MustParseAddrPort("10.199.7.99:4791")
+	bad := netip.MustParseAddrPort("10.199.9.99:4791")
 	if err := l.Send([][]byte{make([]byte, 40)}, bad); err != nil {
 		t.Fatalf("send to a peer being resolved: %v", err)
 	}
@@ -486,7 +355,7 @@ func TestLinkLifecycle(t *testing.T) {
 		t.Fatalf("stats after refused sends: %+v", st)
 	}
 	// longer than the netdev's MTU (1500) allows: dropped, counted
-	if err := l.Send([][]byte{make([]byte, 1500-28+1)}, netip.AddrPortFrom(e.addr[1], 4791)); err != nil {
+	if err := l.Send([][]byte{make([]byte, 1500-28+1)}, netip.AddrPortFrom(e.Addr[1], 4791)); err != nil {
 		t.Fatal(err)
 	}
 	if st := l.Stats(); st.TxDropped != 3 || st.TxPackets != 1 {
@@ -504,17 +373,17 @@ func TestLinkLifecycle(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("Close did not unblock Recv")
 	}
-	if err := l.Send([][]byte{make([]byte, 40)}, netip.AddrPortFrom(e.addr[1], 4791)); !errors.Is(err, rocev2.ErrLinkClosed) {
+	if err := l.Send([][]byte{make([]byte, 40)}, netip.AddrPortFrom(e.Addr[1], 4791)); !errors.Is(err, rocev2.ErrLinkClosed) {
 		t.Fatalf("Send after Close: %v", err)
 	}
 	if attached() {
 		t.Fatal("XDP program still attached after Close")
 	}
-	in(t, e.ns[0], func() {
-		if _, err := New(Options{Interface: "nonexistent0", Addr: netip.AddrPortFrom(e.addr[0], 0)}); err == nil {
+	netnstest.In(t, e.NS[0], func() {
+		if _, err := New(Options{Interface: "nonexistent0", Addr: netip.AddrPortFrom(e.Addr[0], 0)}); err == nil {
 			t.Fatal("New on a missing interface succeeded")
 		}
-		if _, err := New(Options{Interface: e.dev[0], Addr: netip.MustParseAddrPort("0.0.0.0:4791")}); !errors.Is(err, rocev2.ErrUnspecifiedAddr) {
+		if _, err := New(Options{Interface: e.Dev[0], Addr: netip.MustParseAddrPort("0.0.0.0:4791")}); !errors.Is(err, rocev2.ErrUnspecifiedAddr) {
 			t.Fatalf("wildcard address: %v", err)
 		}
 	})
@@ -524,7 +393,7 @@ func TestLinkLifecycle(t *testing.T) {
 // from an AF_XDP endpoint to a UDP-link endpoint and the other way round,
 // then moves data over the connection.
 func TestNetnsCM(t *testing.T) {
-	requirePriv(t)
+	netnstest.RequirePriv(t)
 	for _, xdpDials := range []bool{true, false} {
 		t.Run(fmt.Sprintf("xdp-dials=%v", xdpDials), func(t *testing.T) {
 			e := newNetEnv(t, 1500)
@@ -578,7 +447,7 @@ func TestNetnsCM(t *testing.T) {
 // delivers on the receive queue of the sender's transmit queue) and from a
 // UDP peer.
 func TestNetnsMultiQueue(t *testing.T) {
-	requirePriv(t)
+	netnstest.RequirePriv(t)
 	for _, peerXDP := range []bool{true, false} {
 		t.Run(fmt.Sprintf("peer-xdp=%v", peerXDP), func(t *testing.T) {
 			e := newNetEnvQ(t, 1500, 2)
@@ -619,12 +488,12 @@ func waitStats(t testing.TB, l *Link, ok func(afxdp.Stats) bool) {
 
 // TestNeighbourResolutionDoesNotStall is issue 10 item 10: a peer whose
 // MAC is unknown must not stall sends to other peers (the endpoint's
-// receive goroutine sends ACKs through the same link). While 10.199.7.99
+// receive goroutine sends ACKs through the same link). While 10.199.9.99
 // is being resolved (it never answers, so resolution lasts 3 s), a packet
 // to the resolved peer must go out and arrive; before the fix Send held
 // the send lock while it polled the kernel for up to 3 s.
 func TestNeighbourResolutionDoesNotStall(t *testing.T) {
-	requirePriv(t)
+	netnstest.RequirePriv(t)
 	e := newNetEnv(t, 1500)
 	a := e.openLink(t, 0, true, ModeAuto, nil).(*Link)
 	defer a.Close()
@@ -663,7 +532,7 @@ func TestNeighbourResolutionDoesNotStall(t *testing.T) {
 	waitArrive()
 	q0 := a.Port().Stats().NeighQueued
 	sent := make(chan error, 1)
-	go func() { sent <- a.Send([][]byte{make([]byte, 40)}, netip.MustParseAddrPort("10.199.7.99:4791")) }()
+	go func() { sent <- a.Send([][]byte{make([]byte, 40)}, netip.MustParseAddrPort("10.199.9.99:4791")) }()
 	if err := <-sent; err != nil {
 		t.Fatalf("send to a peer being resolved: %v", err)
 	}

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/softrnic/softrnic/internal/inetsum"
 	"github.com/softrnic/softrnic/link/afxdp"
 	"github.com/softrnic/softrnic/rnic/rocev2"
 	"github.com/softrnic/softrnic/roce"
@@ -432,31 +433,10 @@ func udp6Checksum(p []byte) {
 	u := p[40:]
 	u[6], u[7] = 0, 0
 	s := uint64(len(u)) + 17
-	s = sum16(s, p[8:40]) // source and destination addresses
-	s = sum16(s, u)
-	for s>>16 != 0 {
-		s = s&0xFFFF + s>>16
-	}
-	c := ^uint16(s)
+	s = inetsum.Add(s, p[8:40]) // source and destination addresses
+	c := ^inetsum.Fold(inetsum.Add(s, u))
 	if c == 0 {
 		c = 0xFFFF
 	}
 	binary.BigEndian.PutUint16(u[6:], c)
-}
-
-// sum16 adds b to the one's-complement sum s as big-endian 16-bit words.
-func sum16(s uint64, b []byte) uint64 {
-	for len(b) >= 8 {
-		v := binary.BigEndian.Uint64(b)
-		s += v>>48 + v>>32&0xFFFF + v>>16&0xFFFF + v&0xFFFF
-		b = b[8:]
-	}
-	for len(b) >= 2 {
-		s += uint64(binary.BigEndian.Uint16(b))
-		b = b[2:]
-	}
-	if len(b) == 1 {
-		s += uint64(b[0]) << 8
-	}
-	return s
 }
