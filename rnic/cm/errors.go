@@ -66,9 +66,11 @@ func closedErr(err error) error {
 }
 
 // IsPeerClose reports whether err, the error that ended a connection (Conn.Err, an
-// rnic.AsyncEvent's Err), is the peer closing it — an abortive close surfaces as a reset
-// or broken pipe on the TCP connection, or end of stream — rather than a failure of the
-// connection (DAT and librdmacm report the first as DISCONNECTED, the second as an error).
+// rnic.AsyncEvent's Err), is the peer closing it — over iWARP an abortive close surfaces
+// as a reset or broken pipe on the TCP connection, or end of stream; over RoCEv2 it is
+// the peer's DREQ (rocev2.ErrPeerDisconnected) — rather than a failure of the connection
+// (DAT and librdmacm report the first as DISCONNECTED, the second as an error).
 func IsPeerClose(err error) bool {
-	return errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) || errors.Is(err, io.EOF)
+	return errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) || errors.Is(err, io.EOF) ||
+		errors.Is(err, rocev2.ErrPeerDisconnected)
 }
