@@ -20,10 +20,10 @@ package rocev2
 // while it waits for completions — the usual RDMA pattern, and the benchmark's — lends
 // its goroutine to the work (one that posts from a CQ handler lends the endpoint's
 // receive goroutine); a packet nobody helped with costs the connection what it did
-// before, plus the multiplication. RDMA semantics make this safe: a WRITE's or SEND's source buffer belongs to the
-// transport from the post until the WQE's completion (the consumer must not change it
-// meanwhile), so a CRC taken after the post equals one taken at the send; a packet's
-// CRC, once computed, is reused by its retransmissions.
+// before, plus the multiplication. RDMA semantics make this safe: a WRITE's or SEND's
+// source buffer belongs to the transport from the post until the WQE's completion (the
+// consumer must not change it meanwhile), so a CRC taken after the post equals one taken
+// at the send; a packet's CRC, once computed, is reused by its retransmissions.
 //
 // Per-packet state (pcrc.st) is claimed with a compare-and-swap by whichever of the
 // helper and the connection gets there first, so neither waits for the other, and the
