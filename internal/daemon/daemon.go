@@ -329,14 +329,15 @@ func (d *Daemon) listenIWARP(addr string) error {
 		d.listenRefused.Add(1)
 		return fmt.Errorf("%w (%d)", errTooManyListeners, d.o.MaxListeners)
 	}
+	// -xdp: on the AF_XDP port of the first listener's address (a later listener on
+	// another address fails with hostlink.ErrOneAddress); -pcap: recorded
+	host, _, _ := net.SplitHostPort(addr)
+	co := &cm.Options{IWARP: tool.IWARPConfig(d.o.CRC)}
+	local, err := hostlink.Process().CM(cm.IWARP, host, co)
+	if err != nil {
+		return err
+	}
 	if d.iw == nil {
-		// -xdp: on the AF_XDP port of the first listener's address; -pcap: recorded
-		host, _, _ := net.SplitHostPort(addr)
-		co := &cm.Options{IWARP: tool.IWARPConfig(d.o.CRC)}
-		local, err := hostlink.Process().CM(cm.IWARP, host, co)
-		if err != nil {
-			return err
-		}
 		if d.iw, err = cm.Open(d.dev, cm.IWARP, local, co); err != nil {
 			return err
 		}

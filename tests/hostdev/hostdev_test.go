@@ -8,6 +8,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -673,6 +674,17 @@ func TestXDPDevice(t *testing.T) {
 	st, err := uapi.GetStatus(context.Background(), sock)
 	if err != nil || st.Steering != "relay" || st.Netdev != e.Dev[0] {
 		t.Fatalf("status: steering %q netdev %q (%v)", st.Steering, st.Netdev, err)
+	}
+	// iWARP listeners share the AF_XDP port's TCP stack, which has the port's one address
+	ctx := context.Background()
+	port := netip.AddrPortFrom(e.Addr[0], 7479).String()
+	if _, err := uapi.Do(ctx, sock, uapi.Request{Op: uapi.OpSet, Pairs: []uapi.Pair{{Key: "listen_iwarp", Value: port}}}); err != nil {
+		t.Fatalf("listen_iwarp=%s: %v", port, err)
+	}
+	var ue *uapi.Error
+	if _, err := uapi.Do(ctx, sock, uapi.Request{Op: uapi.OpSet, Pairs: []uapi.Pair{{Key: "listen_iwarp", Value: "127.0.0.1:7479"}}}); !errors.As(err, &ue) ||
+		!strings.Contains(ue.Error(), "serves one address") {
+		t.Fatalf("listen_iwarp on another address than the AF_XDP port's: %v", err)
 	}
 	r := &rig{sock: sock, dev: addr}
 	// the other device, across the veth
