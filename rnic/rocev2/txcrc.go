@@ -94,20 +94,10 @@ func (j *pcrc) part(k int, p []byte) (crc uint32, ok bool) {
 
 // partOf returns the CRC of part of a message: bytes [off, off+n) of segs.
 func partOf(segs rnic.Segs, off uint64, n int) uint32 {
+	var buf [8][]byte // a packet spans a few SGEs; more spill to the heap
 	var crc uint32
-	for _, b := range segs {
-		if n == 0 {
-			break
-		}
-		l := uint64(len(b))
-		if off >= l {
-			off -= l
-			continue
-		}
-		k := min(l-off, uint64(n))
-		crc = roce.ICRCAdd(crc, b[off:off+k])
-		n -= int(k)
-		off = 0
+	for _, p := range segs.Slices(buf[:0], off, uint64(n)) {
+		crc = roce.ICRCAdd(crc, p)
 	}
 	return crc
 }

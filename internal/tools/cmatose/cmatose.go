@@ -118,10 +118,6 @@ func ParseArgs(args []string) (Options, error) {
 }
 
 func (o *Options) set(a tool.Arg) error {
-	num := func(p *int) (err error) { // atoi
-		*p, err = tool.Int(a)
-		return err
-	}
 	switch a.Short {
 	case 's':
 		o.Server = a.Value
@@ -136,17 +132,17 @@ func (o *Options) set(a tool.Arg) error {
 			return fmt.Errorf("-P %s: only the tcp port space (RDMA_PS_TCP); ib is InfiniBand-only", a.Value)
 		}
 	case 'c':
-		return num(&o.Conns)
+		return tool.SetInt(&o.Conns, a)
 	case 'C':
-		return num(&o.Count)
+		return tool.SetInt(&o.Count, a)
 	case 'S':
-		return num(&o.Size)
+		return tool.SetInt(&o.Size, a)
 	case 't':
-		return num(&o.TOS)
+		return tool.SetInt(&o.TOS, a)
 	case 'p':
-		return num(&o.Port)
+		return tool.SetInt(&o.Port, a)
 	case 'a':
-		return num(&o.AckTimeout)
+		return tool.SetInt(&o.AckTimeout, a)
 	case 'm':
 		o.Migrate = true
 	}

@@ -8,7 +8,6 @@ import (
 	"net"
 	"os"
 	"os/signal"
-	"strconv"
 	"time"
 
 	"github.com/softrnic/softrnic/internal/hostlink"
@@ -176,44 +175,35 @@ func ParseArgs(args []string) (Options, error) {
 }
 
 func (o *Options) set(a tool.Arg) error {
-	num := func(p *int) error {
-		// strtol(optarg, NULL, 0): decimal, 0x hex or 0 octal
-		n, err := strconv.ParseInt(a.Value, 0, 64)
-		if err != nil {
-			return fmt.Errorf("invalid %s %q", a.Name(), a.Value)
-		}
-		*p = int(n)
-		return nil
-	}
 	switch a.Short {
 	case 'p':
-		return num(&o.Port)
+		return tool.SetInt(&o.Port, a)
 	case 'd':
 		o.Dev = a.Value
 	case 'i':
-		return num(&o.IBPort)
+		return tool.SetInt(&o.IBPort, a)
 	case 's':
-		return num(&o.Size)
+		return tool.SetInt(&o.Size, a)
 	case 'm':
-		return num(&o.MTU)
+		return tool.SetInt(&o.MTU, a)
 	case 'r':
-		return num(&o.RxDepth)
+		return tool.SetInt(&o.RxDepth, a)
 	case 'n':
-		return num(&o.Iters)
+		return tool.SetInt(&o.Iters, a)
 	case 'q':
-		return num(&o.NumQP)
+		return tool.SetInt(&o.NumQP, a)
 	case 'l':
-		return num(&o.SL)
+		return tool.SetInt(&o.SL, a)
 	case 'e':
 		o.Events = true
 	case 'g':
-		return num(&o.GIDIdx)
+		return tool.SetInt(&o.GIDIdx, a)
 	case 'c':
 		o.Validate = true
 	case 'a':
 		o.Local = a.Value
 	case 'u':
-		return num(&o.UDPPort)
+		return tool.SetInt(&o.UDPPort, a)
 	case 'h':
 		return errHelp
 	}

@@ -65,6 +65,12 @@ func Int(a Arg) (int, error) {
 	return int(n), nil
 }
 
+// SetInt stores Int(a) in *p, or returns its error.
+func SetInt(p *int, a Arg) (err error) {
+	*p, err = Int(a)
+	return err
+}
+
 // NoOperands is the error for a command line that takes no operands, or nil.
 func NoOperands(operands []string) error {
 	if len(operands) > 0 {

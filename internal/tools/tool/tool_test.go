@@ -126,6 +126,9 @@ func TestParse(t *testing.T) {
 	if _, err := Int(Arg{Opt: &opts[0], Value: "12x"}); err == nil || !strings.Contains(err.Error(), "-n") {
 		t.Errorf("Int(12x): %v", err)
 	}
+	if n := 5; SetInt(&n, Arg{Opt: &opts[0], Value: "010"}) != nil || n != 8 {
+		t.Errorf("SetInt(010) = %d, want 8 (octal, as strtol)", n)
+	}
 }
 
 // TestReported: a Reported error still unwraps to its cause, and nil stays nil.

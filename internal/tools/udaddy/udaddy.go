@@ -109,26 +109,22 @@ func ParseArgs(args []string) (Options, error) {
 }
 
 func (o *Options) set(a tool.Arg) error {
-	num := func(p *int) (err error) {
-		*p, err = tool.Int(a)
-		return err
-	}
 	switch a.Short {
 	case 's':
 		o.Server = a.Value
 	case 'b':
 		o.Bind = a.Value
 	case 'c':
-		return num(&o.Conns)
+		return tool.SetInt(&o.Conns, a)
 	case 'C':
-		return num(&o.Count)
+		return tool.SetInt(&o.Count, a)
 	case 'S':
-		return num(&o.Size)
+		return tool.SetInt(&o.Size, a)
 	case 't':
-		return num(&o.TOS)
+		return tool.SetInt(&o.TOS, a)
 	case 'p':
 		var ps int
-		if err := num(&ps); err != nil {
+		if err := tool.SetInt(&ps, a); err != nil {
 			return err
 		}
 		if ps != portSpaceUD {
@@ -144,7 +140,7 @@ func (o *Options) set(a tool.Arg) error {
 		}
 	}
 	if a.Long == "port" {
-		return num(&o.Port)
+		return tool.SetInt(&o.Port, a)
 	}
 	return nil
 }
