@@ -27,8 +27,8 @@ type end struct {
 	qp  *rnic.QP
 }
 
-func newEnd(b *testing.B) *end {
-	d, _ := rnic.Open(rnic.Config{})
+func newEnd(b *testing.B, cfg rnic.Config) *end {
+	d, _ := rnic.Open(cfg)
 	e := &end{dev: d}
 	e.pd, _ = d.AllocPD()
 	e.scq, _ = d.CreateCQ(4096)
@@ -46,8 +46,15 @@ func newEnd(b *testing.B) *end {
 }
 
 // connect returns a connected client/server pair over loopback TCP.
-func connect(b *testing.B, crc bool) (cli, srv *end) {
-	cli, srv = newEnd(b), newEnd(b)
+func connect(b *testing.B, crc bool) (cli, srv *end) { return connectCfg(b, crc, rnic.Config{}) }
+
+// driveHold is Config.WaitDrivesReceive where a benchmark lets its CQ waiters drive the
+// receive.
+const driveHold = 10 * time.Millisecond
+
+// connectCfg is connect with devices opened with dcfg.
+func connectCfg(b *testing.B, crc bool, dcfg rnic.Config) (cli, srv *end) {
+	cli, srv = newEnd(b, dcfg), newEnd(b, dcfg)
 	cfg := iwarp.DefaultConfig()
 	cfg.MPA.CRC = crc
 	cfg.MULPDU = mulpdu
@@ -390,15 +397,21 @@ func benchSend(b *testing.B, crc bool, size int) {
 }
 
 // BenchmarkLatency measures a 64-byte SEND ping-pong round trip beside a TCP ping-pong.
+//
+// The "drive" case (CRC off) runs with Config.WaitDrivesReceive: each side's Wait reads
+// its socket itself.
 func BenchmarkLatency(b *testing.B) {
 	for _, crc := range []bool{false, true} {
-		b.Run(crcName(crc)+"/64B", func(b *testing.B) { benchLatency(b, crc, 64) })
+		b.Run(crcName(crc)+"/64B", func(b *testing.B) { benchLatency(b, crc, 64, rnic.Config{}) })
 	}
+	b.Run("drive/64B", func(b *testing.B) {
+		benchLatency(b, false, 64, rnic.Config{WaitDrivesReceive: driveHold})
+	})
 }
 
-func benchLatency(b *testing.B, crc bool, size int) {
+func benchLatency(b *testing.B, crc bool, size int, dcfg rnic.Config) {
 	b.StopTimer()
-	cli, srv := connect(b, crc)
+	cli, srv := connectCfg(b, crc, dcfg)
 	cbuf, sbuf := make([]byte, 2*size), make([]byte, 2*size)
 	cmr, _ := cli.pd.RegMR(cbuf, rnic.AccessLocalWrite)
 	smr, _ := srv.pd.RegMR(sbuf, rnic.AccessLocalWrite)

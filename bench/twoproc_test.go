@@ -162,16 +162,20 @@ func percentile(d []time.Duration, p float64) float64 {
 
 // BenchmarkReadLatency2P: one 4 KiB RDMA READ at a time from a server in another process
 // (iWARP, default configuration), beside a 4 KiB TCP request/response to the same process.
+// In "4KiB-drive" the client's Wait reads its socket itself (Config.WaitDrivesReceive).
 func BenchmarkReadLatency2P(b *testing.B) {
 	for _, size := range []int{4 << 10} {
-		b.Run(sizeName(size), func(b *testing.B) { benchReadLatency2P(b, size) })
+		b.Run(sizeName(size), func(b *testing.B) { benchReadLatency2P(b, size, rnic.Config{}) })
+		b.Run(sizeName(size)+"-drive", func(b *testing.B) {
+			benchReadLatency2P(b, size, rnic.Config{WaitDrivesReceive: driveHold})
+		})
 	}
 }
 
-func benchReadLatency2P(b *testing.B, size int) {
+func benchReadLatency2P(b *testing.B, size int, dcfg rnic.Config) {
 	b.StopTimer()
 	iwAddr, tcpAddr := serverProcess(b)
-	dev, _ := rnic.Open(rnic.Config{})
+	dev, _ := rnic.Open(dcfg)
 	b.Cleanup(func() { dev.Close() })
 	go func() {
 		for range dev.Events() {

@@ -34,6 +34,20 @@ type CQ struct {
 	pwBusy  bool
 	pwDone  <-chan struct{}
 	pwStop  func() bool
+
+	// The receive a Wait drives (drive.go): the one QP using the CQ (soleQP, unless mixed),
+	// its transport once known (drvT), and while a Wait drives it the driver and that
+	// Wait's context. drvHanded: a connection handed its receive over since a Wait last
+	// looked.
+	qpRefs    int
+	soleQP    *QP
+	mixed     bool
+	drvT      ReceiveDriver
+	drv       ReceiveDriver
+	drvCtx    context.Context
+	drvHanded bool
+	readyFn   func() bool
+	wakeFn    func()
 }
 
 const (
@@ -126,6 +140,10 @@ func (cq *CQ) SetHandler(h func(*CQ)) {
 // rest of a round trip (see pollWaker). Such a Wait leaves the CQ's arming (Arm, C, the
 // handler) alone; one that blocks on the channel (the other waiters, other systems) arms
 // the CQ for the next completion.
+//
+// With Config.WaitDrivesReceive, a Wait on a CQ that one QP uses runs that QP's receive
+// itself where the transport can (ReceiveDriver): it reads the socket and returns once
+// what it read completed work, with no wake-up in between.
 func (cq *CQ) Wait(ctx context.Context, wc []Completion) (int, error) {
 	for {
 		n, err := cq.Poll(wc)
@@ -134,6 +152,16 @@ func (cq *CQ) Wait(ctx context.Context, wc []Completion) (int, error) {
 		}
 		if n > 0 || err != nil {
 			return n, err
+		}
+		if err := ctx.Err(); err != nil {
+			return 0, err
+		}
+		if d := cq.takeDriver(ctx); d != nil {
+			ran := d.DriveReceive(cq.readyFn, cq.wakeFn)
+			cq.dropDriver()
+			if ran {
+				continue
+			}
 		}
 		pw, again := cq.takeWaker(ctx)
 		if again {
@@ -146,15 +174,6 @@ func (cq *CQ) Wait(ctx context.Context, wc []Completion) (int, error) {
 			cq.mu.Unlock()
 			if err != nil {
 				return 0, ErrClosed
-			}
-			if n, err := cq.Poll(wc); n > 0 || err != nil {
-				if n > 0 && cq.Len() > 0 {
-					cq.passOn()
-				}
-				return n, err
-			}
-			if err := ctx.Err(); err != nil {
-				return 0, err
 			}
 			continue
 		}
@@ -172,6 +191,15 @@ func (cq *CQ) Wait(ctx context.Context, wc []Completion) (int, error) {
 
 // passOn wakes another waiter for the completions a waiter left behind.
 func (cq *CQ) passOn() {
+	cq.signalPoller()
+	select {
+	case cq.ch <- struct{}{}:
+	default:
+	}
+}
+
+// signalPoller wakes the Wait blocked on the poller, if one is.
+func (cq *CQ) signalPoller() {
 	cq.mu.Lock()
 	pw := cq.pw
 	if !cq.pwBusy {
@@ -180,10 +208,6 @@ func (cq *CQ) passOn() {
 	cq.mu.Unlock()
 	if pw != nil {
 		pw.signal()
-	}
-	select {
-	case cq.ch <- struct{}{}:
-	default:
 	}
 }
 
@@ -200,16 +224,11 @@ func (cq *CQ) takeWaker(ctx context.Context) (pw *pollWaker, again bool) {
 	if cq.pw == nil || cq.pwBusy || cq.destroy {
 		return nil, false
 	}
-	if cq.n > 0 || cq.overflow {
+	if cq.n > 0 || cq.overflow || cq.drvHanded {
+		cq.drvHanded = false
 		return nil, true
 	}
-	if done := ctx.Done(); done != nil && done != cq.pwDone {
-		// Callers pass the same context to Wait after Wait: register once per context.
-		if cq.pwStop != nil {
-			cq.pwStop()
-		}
-		cq.pwDone, cq.pwStop = done, context.AfterFunc(ctx, cq.ctxDone)
-	}
+	cq.watchCtx(ctx)
 	if ctx.Err() != nil {
 		return nil, false // the channel path returns it
 	}
@@ -218,13 +237,28 @@ func (cq *CQ) takeWaker(ctx context.Context) (pw *pollWaker, again bool) {
 	return cq.pw, false
 }
 
-// ctxDone wakes the Wait blocked on the poller when its context ends.
+// watchCtx makes the end of ctx call ctxDone. Callers pass the same context to Wait after
+// Wait: it registers once per context. The caller holds cq.mu.
+func (cq *CQ) watchCtx(ctx context.Context) {
+	if done := ctx.Done(); done != nil && done != cq.pwDone {
+		if cq.pwStop != nil {
+			cq.pwStop()
+		}
+		cq.pwDone, cq.pwStop = done, context.AfterFunc(ctx, cq.ctxDone)
+	}
+}
+
+// ctxDone wakes the Wait blocked on the poller, or driving a receive, when its context
+// ends.
 func (cq *CQ) ctxDone() {
 	cq.mu.Lock()
-	pw := cq.pw
+	pw, d := cq.pw, cq.drv
 	cq.mu.Unlock()
 	if pw != nil {
 		pw.signal()
+	}
+	if d != nil {
+		d.Kick()
 	}
 }
 
@@ -287,9 +321,13 @@ func (cq *CQ) push(c *Completion) (fire, lost bool) {
 	if cq.pwBusy {
 		pw = cq.pw
 	}
+	d := cq.drv
 	cq.mu.Unlock()
 	if pw != nil {
 		pw.signal()
+	}
+	if d != nil {
+		d.Kick()
 	}
 	return fire, false
 }

@@ -5,6 +5,7 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Config configures a [Device]. Zero fields take the defaults shown.
@@ -38,6 +39,19 @@ type Config struct {
 	// numbers from the daemon, which steers packets to this process by destination
 	// QPN. StartQPN is ignored then.
 	QPNumbers QPNAllocator
+	// WaitDrivesReceive, when positive, lets the goroutine blocked in CQ.Wait run the
+	// receive of the CQ's connection itself, so a message that completes a Wait costs
+	// no hand-off from the connection's goroutine to the waiter (see ReceiveDriver). It
+	// applies to a CQ that one QP uses (as its send CQ, receive CQ or both) whose
+	// transport can (iWARP over a kernel TCP socket), and to one Wait at a time. The
+	// receive stays with the waiting goroutine between its Waits; when no Wait has
+	// started for between one and two times this duration the connection's goroutine
+	// takes it back. Until then what arrives (a peer's Read Requests and Writes among
+	// it) is processed only when a Wait runs. 0, the default, leaves every receive to
+	// the connection's goroutine. A goroutine locked to its thread (runtime.LockOSThread;
+	// a call from C) must not Wait on such a CQ: the runtime's coroutine switch the
+	// hand-over uses refuses it.
+	WaitDrivesReceive time.Duration
 }
 
 // LocalIP is the address the device's transports use: LocalAddr, else the first address

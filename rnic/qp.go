@@ -124,6 +124,7 @@ func (d *Device) CreateQP(pd *PD, attr QPAttr) (*QP, error) {
 		c.MaxSendWR = 1
 	}
 	q := &QP{dev: d, pd: pd, attr: attr, doneCh: make(chan struct{})}
+
 	if attr.SRQ == nil {
 		if c.MaxRecvWR == 0 {
 			c.MaxRecvWR = 1
@@ -134,7 +135,7 @@ func (d *Device) CreateQP(pd *PD, attr QPAttr) (*QP, error) {
 		if err := d.externalQPN(q, a); err != nil {
 			return nil, err
 		}
-		pd.n.Add(1)
+		q.created()
 		return q, nil
 	}
 	d.qpMu.Lock()
@@ -162,8 +163,15 @@ func (d *Device) CreateQP(pd *PD, attr QPAttr) (*QP, error) {
 	}
 	d.qps[q.num] = q
 	d.qpMu.Unlock()
-	pd.n.Add(1)
+	q.created()
 	return q, nil
+}
+
+// created counts a new QP on its PD and CQs.
+func (q *QP) created() {
+	q.pd.n.Add(1)
+	q.attr.SendCQ.bindQP(q)
+	q.attr.RecvCQ.bindQP(q)
 }
 
 // QP numbers are 24 bits (the BTH DestQP field, IBTA Vol.1 §9.2). QP0 is
@@ -366,6 +374,8 @@ func (q *QP) Destroy() error {
 		a.FreeQPN(q.num)
 	}
 	q.pd.n.Add(-1)
+	q.attr.SendCQ.unbindQP()
+	q.attr.RecvCQ.unbindQP()
 	return nil
 }
 

@@ -77,15 +77,21 @@ type page struct {
 }
 
 var resultsRuns = []run{
-	{regexp: `^BenchmarkLatency$/nocrc/64B`, benchtime: "20000x", rows: []row{
+	{regexp: `^BenchmarkLatency$/(nocrc|drive)/64B`, benchtime: "20000x", rows: []row{
 		{"64 B SEND ping-pong RTT, one process, CRC off: TCP RTT ÷ softrnic RTT", "BenchmarkLatency/nocrc/64B", "x-tcp", "≥ 0.8", "higher"},
 		{"  softrnic RTT (ns)", "BenchmarkLatency/nocrc/64B", "ns/op", "", "lower"},
 		{"  TCP RTT (ns)", "BenchmarkLatency/nocrc/64B", "tcp-ns/op", "", "lower"},
+		{"  the same, Config.WaitDrivesReceive: TCP RTT ÷ softrnic RTT", "BenchmarkLatency/drive/64B", "x-tcp", "≥ 0.8", "higher"},
+		{"  softrnic RTT (ns), Config.WaitDrivesReceive", "BenchmarkLatency/drive/64B", "ns/op", "", "lower"},
+		{"  TCP RTT (ns), same runs", "BenchmarkLatency/drive/64B", "tcp-ns/op", "", "lower"},
 	}},
 	{regexp: `^BenchmarkReadLatency2P$`, benchtime: "3000x", rows: []row{
 		{"4 KiB READ from another process, p50 ÷ TCP request/response p50", "BenchmarkReadLatency2P/4KiB", "p50-ratio", "≤ 1.25", "lower"},
 		{"  p99 ÷ TCP p99", "BenchmarkReadLatency2P/4KiB", "p99-ratio", "", "lower"},
 		{"  softrnic p50 (µs)", "BenchmarkReadLatency2P/4KiB", "p50-us", "", "lower"},
+		{"  the same, Config.WaitDrivesReceive: p50 ÷ TCP p50", "BenchmarkReadLatency2P/4KiB-drive", "p50-ratio", "≤ 1.25", "lower"},
+		{"  p99 ÷ TCP p99, Config.WaitDrivesReceive", "BenchmarkReadLatency2P/4KiB-drive", "p99-ratio", "", "lower"},
+		{"  softrnic p50 (µs), Config.WaitDrivesReceive", "BenchmarkReadLatency2P/4KiB-drive", "p50-us", "", "lower"},
 	}},
 	{regexp: `^Benchmark(Write|Read)$/nocrc/1MiB`, benchtime: "500x", rows: []row{
 		{"WRITE 1 MiB, CRC off: ÷ TCP", "BenchmarkWrite/nocrc/1MiB", "x-tcp", "≥ 0.95", "higher"},

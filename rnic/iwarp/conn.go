@@ -43,6 +43,7 @@ type Conn struct {
 	running    atomic.Int32
 	done       chan struct{}
 	rxDone     chan struct{} // closed when the receiver has stopped
+	drv        *rxDrive      // the receive's coroutine when a CQ waiter may drive it
 	timer      *time.Timer   // graceful disconnect bound
 	firstTimer *time.Timer   // responder: Config.FirstFPDUTimeout
 	ng         nudger        // initiator: see nudge.go
@@ -120,7 +121,13 @@ func newConn(qp *rnic.QP, nc net.Conn, cfg Config, p mpa.Params, initiator bool,
 	c.mulpdu = max(min(c.mulpdu, mpa.MaxULPDU), mpa.MinMULPDU)
 	rx := p.RxFraming()
 	rx.ReadBuffer = rxReadBuffer
-	c.rd = mpa.NewReader(rxStream(nc), rx)
+	rs := rxStream(nc)
+	if v, ok := rs.(*vecConn); ok {
+		if hold := qp.Device().Config().WaitDrivesReceive; hold > 0 {
+			c.drv = newRxDrive(c, v, hold)
+		}
+	}
+	c.rd = mpa.NewReader(rs, rx)
 	c.wr = mpa.NewWriter(nc, p.TxFraming())
 	for i := range c.txMSN {
 		c.txMSN[i] = ddp.InitialMSN
@@ -162,7 +169,23 @@ func (c *Conn) start() error {
 func (c *Conn) run() {
 	c.running.Store(2)
 	go c.sendLoop()
-	go c.recvLoop()
+	if c.drv != nil {
+		go c.drv.run()
+	} else {
+		go c.recvLoop()
+	}
+}
+
+// DriveReceive implements rnic.ReceiveDriver (rnic.Config.WaitDrivesReceive).
+func (c *Conn) DriveReceive(ready func() bool, wake func()) bool {
+	return c.drv != nil && c.drv.DriveReceive(ready, wake)
+}
+
+// Kick implements rnic.ReceiveDriver.
+func (c *Conn) Kick() {
+	if c.drv != nil {
+		c.drv.Kick()
+	}
 }
 
 // QP returns the bound queue pair.

@@ -60,6 +60,14 @@
 // every goroutine hand-off on a round trip also makes the runtime wake an idle thread,
 // which on a small machine costs more than the rest of the round trip.
 //
+// With rnic.Config.WaitDrivesReceive the receiver runs as a coroutine that whichever
+// goroutine holds it drives: the connection's goroutine, or a goroutine blocked in
+// rnic.CQ.Wait on the QP's CQ, which then reads the socket itself and returns as soon as
+// what it read completed work (its round trip costs the system calls of a plain socket
+// read: no eventfd write, no extra poll, no goroutine switch). A Wait may stop anywhere,
+// even in the middle of an FPDU; the next one, or the connection's goroutine when no Wait
+// came for the hold time, goes on from there.
+//
 // As RFC 5041 §5 and RFC 5040 §5.2.1 require, zero-length Writes, Read Requests and Read
 // Responses are not checked against the STag table or their TO (which is also how siw's
 // RTR forms and our nudges, STag 1, pass); a zero-length Send still consumes a receive
@@ -112,6 +120,8 @@
 //	                                                               SyscallConn), else
 //	                                                               whatever the conn does
 //	local address        the device's LocalAddr / Interface        whatever Config.Dial binds
+//	receive run by the   with rnic.Config.WaitDrivesReceive        no (the connection's
+//	CQ's waiter                                                    goroutine receives)
 //
 // # Limits and timeouts
 //

@@ -27,11 +27,13 @@ type pairOpts struct {
 	cap        rnic.QPCap
 	srq        bool
 	cqDepth    int // 0: 4096
+	dev        rnic.Config
+	sharedCQ   bool // one CQ for send and receive
 }
 
 func newSide(t testing.TB, o *pairOpts) *side {
 	t.Helper()
-	d, err := rnic.Open(rnic.Config{})
+	d, err := rnic.Open(o.dev)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +44,10 @@ func newSide(t testing.TB, o *pairOpts) *side {
 		depth = 4096
 	}
 	s.scq, _ = d.CreateCQ(depth)
-	s.rcq, _ = d.CreateCQ(depth)
+	s.rcq = s.scq
+	if !o.sharedCQ {
+		s.rcq, _ = d.CreateCQ(depth)
+	}
 	attr := rnic.QPAttr{SendCQ: s.scq, RecvCQ: s.rcq, Cap: o.cap}
 	if o.srq {
 		srq, err := d.CreateSRQ(s.pd, rnic.SRQAttr{MaxWR: 64, MaxSGE: 4})

@@ -29,6 +29,7 @@ type vecConn struct {
 	net.Conn
 	rc syscall.RawConn
 	rv readvState
+	d  *rxDrive // set when a CQ waiter may drive the receive: reads go through it
 }
 
 // rxStream returns what the receiver's mpa.Reader reads: nc wrapped as a vecConn when it
@@ -71,7 +72,23 @@ var writevStates = sync.Pool{New: func() any {
 }}
 
 // ReadVectored implements mpa.VectoredReader.
-func (v *vecConn) ReadVectored(bufs [][]byte) (int, error) { return v.rv.readv(v.rc, bufs) }
+func (v *vecConn) ReadVectored(bufs [][]byte) (int, error) {
+	if v.d != nil {
+		return v.d.read(bufs)
+	}
+	return v.rv.readv(v.rc, bufs)
+}
+
+// Read reads through the driver when there is one.
+func (v *vecConn) Read(p []byte) (int, error) {
+	if v.d != nil {
+		v.d.one[0] = p
+		n, err := v.d.read(v.d.one[:])
+		v.d.one[0] = nil
+		return n, err
+	}
+	return v.Conn.Read(p)
+}
 
 var _ mpa.VectoredReader = (*vecConn)(nil)
 

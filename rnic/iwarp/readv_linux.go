@@ -15,6 +15,9 @@ type readvState struct {
 	n     int
 	err   error
 	fn    func(fd uintptr) bool
+	// stop, when set, is asked before waiting for the socket; true ends the read with
+	// errStopped instead (the receive's hand-over between goroutines, rxdrive.go).
+	stop func() bool
 }
 
 func (s *readvState) init() { s.fn, s.iov = s.do, s.small[:] }
@@ -29,6 +32,10 @@ func (s *readvState) do(fd uintptr) bool {
 		case syscall.EINTR:
 			continue
 		case syscall.EAGAIN:
+			if s.stop != nil && s.stop() {
+				s.n, s.err = 0, errStopped
+				return true
+			}
 			return false
 		}
 		s.n, s.err = 0, e

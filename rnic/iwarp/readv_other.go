@@ -10,10 +10,11 @@ import (
 // readvState falls back to a plain read into the first non-empty buffer where readv(2)
 // is not wired up.
 type readvState struct {
-	a   []byte
-	n   int
-	err error
-	fn  func(fd uintptr) bool
+	a    []byte
+	n    int
+	err  error
+	fn   func(fd uintptr) bool
+	stop func() bool // as on Linux
 }
 
 func (s *readvState) init() { s.fn = s.do }
@@ -21,6 +22,10 @@ func (s *readvState) init() { s.fn = s.do }
 func (s *readvState) do(fd uintptr) bool {
 	n, err := syscall.Read(int(fd), s.a)
 	if err == syscall.EAGAIN {
+		if s.stop != nil && s.stop() {
+			s.n, s.err = 0, errStopped
+			return true
+		}
 		return false
 	}
 	s.n, s.err = n, err

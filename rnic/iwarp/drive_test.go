@@ -1,0 +1,241 @@
+package iwarp
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/softrnic/softrnic/rnic"
+)
+
+// drivePair connects two QPs whose devices let CQ waiters drive the receive.
+func drivePair(t *testing.T, shared bool, hold time.Duration) (cli, srv *side) {
+	t.Helper()
+	return newPair(t, &pairOpts{dev: rnic.Config{WaitDrivesReceive: hold}, sharedCQ: shared,
+		cliP: ConnParam{IRD: 8, ORD: 8}, srvP: ConnParam{IRD: 8, ORD: 8}})
+}
+
+// TestDriveReceivePingPong: SENDs both ways with each side's Wait driving its receive;
+// the payloads arrive intact. With a long hold the Waits ran the receive themselves
+// (after the one hand-over from each connection's goroutine); with a 1 ms one the
+// connections' goroutines also take it back and hand it over again during the run.
+func TestDriveReceivePingPong(t *testing.T) {
+	for _, hold := range []time.Duration{time.Second, time.Millisecond} {
+		t.Run(hold.String(), func(t *testing.T) { testDrivePingPong(t, hold) })
+	}
+}
+
+func testDrivePingPong(t *testing.T, hold time.Duration) {
+	noLeak(t)
+	cli, srv := drivePair(t, false, hold)
+	const rounds = 2000
+	cmr, cbuf := cli.reg(t, 128, allAccess)
+	smr, sbuf := srv.reg(t, 128, allAccess)
+	errc := make(chan error, 1)
+	go func() {
+		var wc [1]rnic.Completion
+		for i := 0; i < rounds; i++ {
+			if err := srv.qp.PostRecv(&rnic.RecvWR{WRID: uint64(i), SGL: []rnic.SGE{smr.SGE(64, 64)}}); err != nil {
+				errc <- err
+				return
+			}
+			if i == 0 {
+				errc <- nil // the first receive is posted
+			}
+			if _, err := srv.rcq.Wait(context.Background(), wc[:]); err != nil || wc[0].Status != rnic.StatusSuccess {
+				errc <- errors.New("server receive failed")
+				return
+			}
+			copy(sbuf[:64], sbuf[64:128])
+			sbuf[0]++
+			if err := srv.qp.PostSend(&rnic.SendWR{Opcode: rnic.OpSend, SGL: []rnic.SGE{smr.SGE(0, 64)}}); err != nil {
+				errc <- err
+				return
+			}
+		}
+		errc <- nil
+	}()
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	var wc [1]rnic.Completion
+	for i := 0; i < rounds; i++ {
+		if err := cli.qp.PostRecv(&rnic.RecvWR{WRID: uint64(i), SGL: []rnic.SGE{cmr.SGE(64, 64)}}); err != nil {
+			t.Fatal(err)
+		}
+		for j := range 64 {
+			cbuf[j] = byte(i + j)
+		}
+		if err := cli.qp.PostSend(&rnic.SendWR{Opcode: rnic.OpSend, SGL: []rnic.SGE{cmr.SGE(0, 64)}}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := cli.rcq.Wait(context.Background(), wc[:]); err != nil || wc[0].Status != rnic.StatusSuccess {
+			t.Fatalf("round %d: %v %+v", i, err, wc[0])
+		}
+		want := append([]byte{byte(i) + 1}, cbuf[1:64]...)
+		if !bytes.Equal(cbuf[64:128], want) {
+			t.Fatalf("round %d: echo %x, want %x", i, cbuf[64:128], want)
+		}
+	}
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []*side{cli, srv} {
+		d := s.conn.drv
+		t.Logf("hand-overs %d, reclaims %d, driven Waits %d", d.lent.Load(), d.reclaims.Load(), d.driven.Load())
+		if d.lent.Load() == 0 || d.driven.Load() == 0 || hold == time.Second && d.driven.Load() < rounds/2 {
+			t.Errorf("hand-overs %d, driven Waits %d of %d rounds", d.lent.Load(), d.driven.Load(), rounds)
+		}
+	}
+}
+
+// TestDriveReceiveReclaim: after its Waits stop, a side's connection goroutine takes the
+// receive back, so the peer's Reads of its memory are answered without any Wait.
+func TestDriveReceiveReclaim(t *testing.T) {
+	noLeak(t)
+	cli, srv := drivePair(t, false, 20*time.Millisecond)
+	cmr, cbuf := cli.reg(t, 4096, allAccess)
+	smr, sbuf := srv.reg(t, 4096, allAccess)
+	// a Wait with nothing to come takes the server's receive over and drives it
+	idleWait(t, srv)
+	if srv.conn.drv.driven.Load() == 0 {
+		t.Fatal("no Wait drove the server's receive")
+	}
+	copy(sbuf, bytes.Repeat([]byte("reclaim!"), 512))
+	for i := range 20 { // nobody waits on the server now
+		if err := cli.qp.PostSend(&rnic.SendWR{WRID: uint64(i), Opcode: rnic.OpRead, Flags: rnic.Signaled,
+			SGL: []rnic.SGE{cmr.SGE(0, 4096)}, RemoteAddr: smr.Addr(), RKey: smr.RKey()}); err != nil {
+			t.Fatal(err)
+		}
+		expect(t, wait(t, cli.scq), rnic.WCRead, rnic.StatusSuccess)
+		if !bytes.Equal(cbuf, sbuf) {
+			t.Fatal("read data differs")
+		}
+	}
+	if srv.conn.drv.reclaims.Load() == 0 {
+		t.Fatal("the server's receive was not taken back")
+	}
+	// and a later Wait gets it again
+	before := srv.conn.drv.driven.Load()
+	idleWait(t, srv)
+	if srv.conn.drv.driven.Load() == before {
+		t.Fatal("no Wait drove the server's receive after the reclaim")
+	}
+}
+
+// idleWait waits 5 ms on s's receive CQ, where nothing is to come.
+func idleWait(t *testing.T, s *side) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Millisecond)
+	defer cancel()
+	if n, err := s.rcq.Wait(ctx, make([]rnic.Completion, 1)); n != 0 || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("idle Wait: n=%d err=%v", n, err)
+	}
+}
+
+// TestDriveReceiveCancelMidMessage: Waits whose contexts end while a large SEND is
+// arriving leave it half read; the next Wait (or the connection's goroutine) goes on
+// from there and the message arrives intact.
+func TestDriveReceiveCancelMidMessage(t *testing.T) {
+	noLeak(t)
+	cli, srv := drivePair(t, false, time.Second)
+	const size = 8 << 20
+	cmr, cbuf := cli.reg(t, size, allAccess)
+	smr, sbuf := srv.reg(t, size, allAccess)
+	for i := range cbuf {
+		cbuf[i] = byte(i*7 + i>>12)
+	}
+	_ = srv.qp.PostRecv(&rnic.RecvWR{WRID: 1, SGL: []rnic.SGE{smr.SGE(0, size)}})
+	idleWait(t, srv) // a first Wait takes the receive over
+	if err := cli.qp.PostSend(&rnic.SendWR{Opcode: rnic.OpSend, Flags: rnic.Signaled, SGL: []rnic.SGE{cmr.SGE(0, size)}}); err != nil {
+		t.Fatal(err)
+	}
+	var wc [1]rnic.Completion
+	cancelled := 0
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Microsecond)
+		n, err := srv.rcq.Wait(ctx, wc[:])
+		cancel()
+		if n == 1 {
+			break
+		}
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatal(err)
+		}
+		cancelled++
+		if time.Now().After(deadline) {
+			t.Fatal("the message never completed")
+		}
+	}
+	expect(t, wc[0], rnic.WCRecv, rnic.StatusSuccess)
+	if wc[0].ByteLen != size || !bytes.Equal(sbuf, cbuf) {
+		t.Fatalf("received %d bytes, equal %v", wc[0].ByteLen, bytes.Equal(sbuf, cbuf))
+	}
+	expect(t, wait(t, cli.scq), rnic.WCSend, rnic.StatusSuccess)
+	t.Logf("%d Waits ended by their context; driven %d", cancelled, srv.conn.drv.driven.Load())
+}
+
+// TestDriveReceiveKick: on a CQ shared by send and receive, a send completion made by
+// the connection's sender while a Wait drives the receive (nothing arrives) ends the Wait.
+func TestDriveReceiveKick(t *testing.T) {
+	noLeak(t)
+	cli, srv := drivePair(t, true, time.Second)
+	cmr, _ := cli.reg(t, 4<<20, allAccess)
+	smr, _ := srv.reg(t, 4<<20, allAccess)
+	for i := range 5 {
+		_ = srv.qp.PostRecv(&rnic.RecvWR{WRID: uint64(i), SGL: []rnic.SGE{smr.SGE(0, 4<<20)}})
+	}
+	idleWait(t, cli) // hand the client's receive to its Waits first
+	for i := range 5 {
+		if err := cli.qp.PostSend(&rnic.SendWR{WRID: uint64(i), Opcode: rnic.OpSend, Flags: rnic.Signaled, SGL: []rnic.SGE{cmr.SGE(0, 4<<20)}}); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		var wc [1]rnic.Completion
+		n, err := cli.scq.Wait(ctx, wc[:])
+		if ctx.Err() != nil { // the completion did not end the Wait: its context did
+			t.Fatalf("send %d: the Wait ended with its context (n=%d err=%v)", i, n, err)
+		}
+		cancel()
+		expect(t, wc[0], rnic.WCSend, rnic.StatusSuccess)
+		expect(t, wait(t, srv.scq), rnic.WCRecv, rnic.StatusSuccess)
+	}
+	if cli.conn.drv.driven.Load() == 0 {
+		t.Fatal("no Wait drove the client's receive")
+	}
+}
+
+// TestDriveReceivePeerGone: a Wait driving the receive returns the flushed receives when
+// the peer's QP is destroyed, and when its own is.
+func TestDriveReceivePeerGone(t *testing.T) {
+	noLeak(t)
+	for _, own := range []bool{false, true} {
+		cli, srv := drivePair(t, false, time.Second)
+		mr, _ := srv.reg(t, 64, allAccess)
+		_ = srv.qp.PostRecv(&rnic.RecvWR{WRID: 9, SGL: []rnic.SGE{mr.SGE(0, 64)}})
+		got := make(chan rnic.Completion, 1)
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			var wc [1]rnic.Completion
+			if n, err := srv.rcq.Wait(ctx, wc[:]); n != 1 || err != nil {
+				wc[0].Status = rnic.StatusGeneralErr
+			}
+			got <- wc[0]
+		}()
+		for srv.conn.drv.driven.Load() == 0 { // until the Wait drives the receive
+			time.Sleep(time.Millisecond)
+		}
+		if own {
+			_ = srv.qp.Destroy()
+		} else {
+			_ = cli.qp.Destroy()
+		}
+		if c := <-got; c.Status != rnic.StatusWRFlushErr || c.WRID != 9 {
+			t.Fatalf("own %v: completion %+v: want receive 9 flushed", own, c)
+		}
+	}
+}
