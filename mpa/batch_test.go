@@ -129,15 +129,17 @@ func TestReaderVectored(t *testing.T) {
 
 // vecWriter is an io.Writer with WriteVectored; Write must not be called.
 type vecWriter struct {
-	buf   bytes.Buffer
-	calls int
-	err   error
+	buf     bytes.Buffer
+	calls   int
+	lastLen int // slices in the last call
+	err     error
 }
 
 func (v *vecWriter) Write([]byte) (int, error) { return 0, errors.New("Write called") }
 
 func (v *vecWriter) WriteVectored(bufs [][]byte) (int64, error) {
 	v.calls++
+	v.lastLen = len(bufs)
 	var n int64
 	for _, b := range bufs {
 		k, _ := v.buf.Write(b)
@@ -307,5 +309,36 @@ func TestReaderMediumFPDUs(t *testing.T) {
 	}
 	if r.big != nil {
 		t.Fatal("the large buffer is kept after small FPDUs")
+	}
+}
+
+// TestSmallBatchOneBuffer: a batch of at most flatMax octets is written as one buffer
+// (one WriteVectored of one slice, one Write), a larger one as its pieces; both streams
+// are the same as the FPDUs written piece by piece.
+func TestSmallBatchOneBuffer(t *testing.T) {
+	for _, n := range []int{1, 64, flatMax - 24, flatMax - 23, 1000} {
+		opt := FramingOptions{CRC: true}
+		var want bytes.Buffer
+		ref := NewWriter(&want, opt)
+		vw := &vecWriter{}
+		w := NewWriter(vw, opt)
+		u := bytes.Repeat([]byte{0xa5}, n)
+		h := min(n, 18)
+		if err := w.QueueFPDU(u[:h], [][]byte{u[h:]}); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		if err := ref.WriteFPDU(u[:h], [][]byte{u[h:]}); err != nil {
+			t.Fatal(err)
+		}
+		total := want.Len()
+		if vw.calls != 1 || !bytes.Equal(vw.buf.Bytes(), want.Bytes()) {
+			t.Fatalf("ULPDU %d: %d calls, streams equal %v", n, vw.calls, bytes.Equal(vw.buf.Bytes(), want.Bytes()))
+		}
+		if one := total <= flatMax; (vw.lastLen == 1) != one {
+			t.Fatalf("ULPDU %d (FPDU %d octets): written in %d pieces", n, total, vw.lastLen)
+		}
 	}
 }

@@ -132,7 +132,15 @@ const (
 type writerBuf struct {
 	store [][]byte
 	arena []byte
+	flat  [flatMax]byte // a small batch copied whole (flatten)
+	one   [1][]byte
 }
+
+// flatMax is the largest batch written as one buffer: a small FPDU is three or more
+// pieces (header, payload, pad and CRC), and on a socket one write(2) of its copy costs
+// less than writev(2) of the pieces (loopback 64 B ping-pong, same run: writev of 88 B in
+// 3 pieces ~0.5 µs more per call than write of the same 88 B in one).
+const flatMax = 256
 
 var writerBufs = sync.Pool{New: func() any {
 	return &writerBuf{store: make([][]byte, 0, writerIOV), arena: make([]byte, writerArena)}
@@ -143,7 +151,8 @@ var writerBufs = sync.Pool{New: func() any {
 // stream. FPDUs are gathered into a batch of slices (the framing octets in
 // the Writer's own arena, the payload as the caller's slices, not copied)
 // and written with a single net.Buffers WriteTo (writev on a *net.TCPConn), or
-// one WriteVectored when the io.Writer is a VectoredWriter:
+// one WriteVectored when the io.Writer is a VectoredWriter (a batch of several pieces
+// and at most 256 octets is copied into one buffer and written as that one):
 // WriteFPDU writes one FPDU at once; QueueFPDU adds one to the batch and
 // Flush writes the batch, so many FPDUs cost one system call. It does not
 // allocate. A Writer is not safe for concurrent use.
@@ -355,13 +364,21 @@ func (fw *Writer) flush() error {
 		return nil
 	}
 	var err error
+	bufs := fw.store
+	if b := fw.flatten(); b != nil {
+		fw.wb.one[0] = b
+		bufs = fw.wb.one[:]
+	}
 	if vw, ok := fw.w.(VectoredWriter); ok {
-		_, err = vw.WriteVectored(fw.store)
+		_, err = vw.WriteVectored(bufs)
+	} else if len(bufs) == 1 {
+		_, err = fw.w.Write(bufs[0])
 	} else {
 		fw.vec = fw.store
 		_, err = fw.vec.WriteTo(fw.w)
 		fw.vec = nil
 	}
+	fw.wb.one[0] = nil
 	fw.drop(0, 0, 0)
 	return err
 }
@@ -378,7 +395,13 @@ func (fw *Writer) TryFlush(write func(bufs [][]byte) (int, error)) (bool, error)
 		fw.release()
 		return true, nil
 	}
-	n, err := write(fw.store)
+	bufs := fw.store
+	if b := fw.flatten(); b != nil {
+		fw.wb.one[0] = b
+		bufs = fw.wb.one[:]
+	}
+	n, err := write(bufs)
+	fw.wb.one[0] = nil
 	if err != nil || n >= fw.bytes {
 		fw.drop(0, 0, 0)
 		fw.release()
@@ -386,6 +409,19 @@ func (fw *Writer) TryFlush(write func(bufs [][]byte) (int, error)) (bool, error)
 	}
 	fw.consume(n)
 	return false, nil
+}
+
+// flatten copies a batch of several pieces and at most flatMax octets into one buffer
+// and returns it; nil for any other batch.
+func (fw *Writer) flatten() []byte {
+	if len(fw.store) < 2 || fw.bytes > flatMax {
+		return nil
+	}
+	b := fw.wb.flat[:0]
+	for _, p := range fw.store {
+		b = append(b, p...)
+	}
+	return b
 }
 
 // consume removes the first n (fewer than fw.bytes) octets of the batch.
