@@ -33,23 +33,29 @@ func testDrivePingPong(t *testing.T, hold time.Duration) {
 	const rounds = 2000
 	cmr, cbuf := cli.reg(t, 128, allAccess)
 	smr, sbuf := srv.reg(t, 128, allAccess)
+	recv := func(i int) error {
+		return srv.qp.PostRecv(&rnic.RecvWR{WRID: uint64(i), SGL: []rnic.SGE{smr.SGE(64, 64)}})
+	}
+	if err := recv(0); err != nil {
+		t.Fatal(err)
+	}
 	errc := make(chan error, 1)
 	go func() {
 		var wc [1]rnic.Completion
 		for i := 0; i < rounds; i++ {
-			if err := srv.qp.PostRecv(&rnic.RecvWR{WRID: uint64(i), SGL: []rnic.SGE{smr.SGE(64, 64)}}); err != nil {
-				errc <- err
-				return
-			}
-			if i == 0 {
-				errc <- nil // the first receive is posted
-			}
 			if _, err := srv.rcq.Wait(context.Background(), wc[:]); err != nil || wc[0].Status != rnic.StatusSuccess {
 				errc <- errors.New("server receive failed")
 				return
 			}
 			copy(sbuf[:64], sbuf[64:128])
 			sbuf[0]++
+			// the next receive before the echo: the client's next Send may follow it at once
+			if i+1 < rounds {
+				if err := recv(i + 1); err != nil {
+					errc <- err
+					return
+				}
+			}
 			if err := srv.qp.PostSend(&rnic.SendWR{Opcode: rnic.OpSend, SGL: []rnic.SGE{smr.SGE(0, 64)}}); err != nil {
 				errc <- err
 				return
@@ -57,9 +63,6 @@ func testDrivePingPong(t *testing.T, hold time.Duration) {
 		}
 		errc <- nil
 	}()
-	if err := <-errc; err != nil {
-		t.Fatal(err)
-	}
 	var wc [1]rnic.Completion
 	for i := 0; i < rounds; i++ {
 		if err := cli.qp.PostRecv(&rnic.RecvWR{WRID: uint64(i), SGL: []rnic.SGE{cmr.SGE(64, 64)}}); err != nil {
@@ -72,7 +75,7 @@ func testDrivePingPong(t *testing.T, hold time.Duration) {
 			t.Fatal(err)
 		}
 		if _, err := cli.rcq.Wait(context.Background(), wc[:]); err != nil || wc[0].Status != rnic.StatusSuccess {
-			t.Fatalf("round %d: %v %+v", i, err, wc[0])
+			t.Fatalf("round %d: %v %+v; client conn: %v; server conn: %v", i, err, wc[0], cli.conn.Err(), srv.conn.Err())
 		}
 		want := append([]byte{byte(i) + 1}, cbuf[1:64]...)
 		if !bytes.Equal(cbuf[64:128], want) {
