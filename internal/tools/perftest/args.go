@@ -47,6 +47,8 @@ func Usage(w io.Writer) {
 	--bind addr		server: listen on this address (RoCEv2: the link's address,
 				default the host's first IPv4 address)
 	--crc			request MPA CRC32c (iWARP; siw follows the request)
+	--wait-drives d		iWARP: a wait for a completion reads the socket itself, and keeps
+				it for d between waits (rnic.Config.WaitDrivesReceive)
 	--timeout d		give up after the duration d (e.g. 60s)
 	--idle d		give up after d without a message or data from the peer (default 2m)
 `+hostlink.FlagUsage)
@@ -66,7 +68,7 @@ var opts = append([]tool.Opt{
 	{Short: 'I', Long: "inline_size", Arg: true}, {Short: 'l', Long: "post_list", Arg: true},
 	{Long: "report_gbits"}, {Long: "retry_count", Arg: true}, {Long: "disable_pcie_relaxed"}, {Long: "dont_xchg_versions"},
 	{Long: "use-srq"}, {Long: "run_infinitely"}, {Long: "ipv6"},
-	{Long: "roce"}, {Long: "bind", Arg: true}, {Long: "crc"}, {Long: "timeout", Arg: true}, {Long: "idle", Arg: true}}, tool.LinkOpts...)
+	{Long: "roce"}, {Long: "bind", Arg: true}, {Long: "crc"}, {Long: "wait-drives", Arg: true}, {Long: "timeout", Arg: true}, {Long: "idle", Arg: true}}, tool.LinkOpts...)
 
 // errHelp and errVersion ask Main to print the usage or the version (-h, -V).
 var (
@@ -243,6 +245,12 @@ func (o *Options) set(a tool.Arg) error {
 		o.RoCE = true
 	case "crc":
 		o.CRC = true
+	case "wait-drives":
+		d, err := tool.ParseDuration(a.Long, a.Value)
+		if err != nil {
+			return err
+		}
+		o.WaitDrives = d
 	case "bind":
 		o.Bind = a.Value
 	}
@@ -341,6 +349,8 @@ func (o *Options) supported() error {
 		return errors.New("atomic: iWARP has no atomics (siw implements none; use --roce)")
 	case o.RoCE && o.CRC:
 		return errors.New("--crc is an MPA (iWARP) option")
+	case o.RoCE && o.WaitDrives > 0:
+		return errors.New("--wait-drives is an iWARP option")
 	case !o.RoCE && o.MTU != 0:
 		return errors.New("-m: the MTU of iWARP is the TCP connection's")
 	case o.Verb == Send && !o.RoCE && o.RxDepth < 3:

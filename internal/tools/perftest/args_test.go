@@ -135,3 +135,18 @@ func TestDefaultsForDaemon(t *testing.T) {
 		t.Fatalf("%+v %v", o, err)
 	}
 }
+
+// TestWaitDrivesOption: --wait-drives sets the device's WaitDrivesReceive over iWARP and
+// is refused over RoCEv2 and with a bad duration.
+func TestWaitDrivesOption(t *testing.T) {
+	o, err := ParseArgs([]string{"send_lat", "--wait-drives=5ms"})
+	if err != nil || o.WaitDrives != 5*time.Millisecond || o.supported() != nil {
+		t.Fatalf("parsed %+v, %v, %v", o, err, o.supported())
+	}
+	if o, err := ParseArgs([]string{"send_lat", "--roce", "--wait-drives", "5ms"}); err != nil || o.supported() == nil {
+		t.Fatalf("--roce --wait-drives: %v, supported %v", err, o.supported())
+	}
+	if _, err := ParseArgs([]string{"send_lat", "--wait-drives", "-1s"}); err == nil {
+		t.Fatal("a negative duration was accepted")
+	}
+}

@@ -118,6 +118,10 @@ type Options struct {
 	RoCE   bool // --roce: RoCEv2 (IB transport over UDP 4791) instead of iWARP
 	CRC    bool // --crc: request MPA CRC32c (iWARP)
 
+	// WaitDrives (--wait-drives d): the waits on the CQ read the socket themselves
+	// (rnic.Config.WaitDrivesReceive = d; iWARP, in-process device). 0: off.
+	WaitDrives time.Duration
+
 	Timeout time.Duration // --timeout: bound on the whole run (0: none)
 	Idle    time.Duration // --idle: give up after this long without a message or data from the peer (0: never)
 

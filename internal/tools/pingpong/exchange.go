@@ -15,6 +15,7 @@ import (
 	"strconv"
 
 	"github.com/softrnic/softrnic/internal/tools/tool"
+	"github.com/softrnic/softrnic/rnic"
 	"github.com/softrnic/softrnic/rnic/cm"
 	"github.com/softrnic/softrnic/rnic/rocev2"
 	"github.com/softrnic/softrnic/roce"
@@ -34,7 +35,7 @@ func (r *run) open() error {
 	cfg.MaxRdAtomic, cfg.MaxDestRd = 1, 1
 	cfg.PeerPort = uint16(o.UDPPort)
 	link := netip.AddrPortFrom(laddr, uint16(o.UDPPort)).String()
-	r.dev, r.t, err = tool.Open(o.Dev, cm.RoCEv2, link, &cm.Options{RoCE: cfg})
+	r.dev, r.t, err = tool.Open(rnic.Config{Name: o.Dev}, cm.RoCEv2, link, &cm.Options{RoCE: cfg})
 	if err != nil {
 		return fmt.Errorf("couldn't open the RoCEv2 link %s: %w", link, err)
 	}

@@ -34,7 +34,7 @@ func open(o *Options, local netip.Addr) (*rnic.Device, *cm.Transport, error) {
 	// MPA rev 2 (enhanced, IRD/ORD word), client-server model, CRC only when asked, siw's
 	// private-data cap.
 	iw := &iwarp.Config{MPA: mpa.Config{Rev: 2, CRC: o.CRC, MaxPrivateData: mpa.SiwMaxPrivateData}}
-	return tool.Open(o.Dev, network, addr, &cm.Options{IWARP: iw})
+	return tool.Open(rnic.Config{Name: o.Dev}, network, addr, &cm.Options{IWARP: iw})
 }
 
 // dial connects qp to the server at o.Addr:o.Port (rdma_connect).

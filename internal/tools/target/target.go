@@ -149,7 +149,7 @@ func Run(ctx context.Context, o Options, stdout io.Writer) error {
 	if !o.RoCE {
 		copts = &cm.Options{IWARP: tool.IWARPConfig(o.CRC)}
 	}
-	dev, t, err := tool.Open(o.Device, network, o.Addr, copts)
+	dev, t, err := tool.Open(rnic.Config{Name: o.Device}, network, o.Addr, copts)
 	if dev != nil {
 		defer dev.Close()
 	}

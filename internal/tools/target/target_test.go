@@ -67,7 +67,7 @@ func newPeer(t *testing.T, network, local string) *peer {
 	if network == cm.IWARP {
 		o = &cm.Options{IWARP: tool.IWARPConfig(false)}
 	}
-	dev, tr, err := tool.Open("", network, local, o)
+	dev, tr, err := tool.Open(rnic.Config{}, network, local, o)
 	if dev != nil {
 		t.Cleanup(func() { dev.Close() })
 	}

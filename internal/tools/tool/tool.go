@@ -133,7 +133,7 @@ func ParseDuration(name, v string) (time.Duration, error) {
 	return d, nil
 }
 
-// Open opens a device named name (DefaultDevice when "") and attaches it through the
+// Open opens a device configured by dev, named dev.Name (DefaultDevice when ""), and attaches it through the
 // connection manager to network (cm.IWARP or cm.RoCEv2) at local, an IP (the address
 // listeners bind; "" for the transport's default) or, for RoCEv2, "ip" or "ip:udpport":
 // the address of the RoCE link (required; the ICRC covers it; UDP 4791 by default). On
@@ -145,12 +145,14 @@ func ParseDuration(name, v string) (time.Duration, error) {
 // (local is not used); over iWARP the transport runs over the kernel's TCP at local as
 // without a daemon, its QPs numbered and listed by the daemon. Without a daemon the
 // device is in-process as for "".
-func Open(name, network, local string, o *cm.Options) (*rnic.Device, *cm.Transport, error) {
+//
+// The rest of dev applies to an in-process device only (a daemon's device is the daemon's).
+func Open(dev rnic.Config, network, local string, o *cm.Options) (*rnic.Device, *cm.Transport, error) {
 	if o == nil {
 		o = &cm.Options{}
 	}
-	if name != "" && hostlink.Process().Options().XDP == "" {
-		d, err := host.Open(name, &host.Options{CM: o.CM, RoCE: o.RoCE})
+	if dev.Name != "" && hostlink.Process().Options().XDP == "" {
+		d, err := host.Open(dev.Name, &host.Options{CM: o.CM, RoCE: o.RoCE})
 		switch {
 		case err == nil && network == cm.RoCEv2:
 			return d.RNIC(), d.Transport(), nil
@@ -161,10 +163,10 @@ func Open(name, network, local string, o *cm.Options) (*rnic.Device, *cm.Transpo
 			return nil, nil, err
 		}
 	}
-	if name == "" {
-		name = DefaultDevice
+	devCfg := dev
+	if devCfg.Name == "" {
+		devCfg.Name = DefaultDevice
 	}
-	devCfg := rnic.Config{Name: name}
 	if local != "" {
 		ip := local
 		if ap, err := netip.ParseAddrPort(local); err == nil {
@@ -174,19 +176,19 @@ func Open(name, network, local string, o *cm.Options) (*rnic.Device, *cm.Transpo
 	} else if network == cm.RoCEv2 {
 		return nil, nil, errors.New("RoCEv2 needs a local IP address")
 	}
-	dev, err := rnic.Open(devCfg)
+	d, err := rnic.Open(devCfg)
 	if err != nil {
-		return dev, nil, err
+		return d, nil, err
 	}
 	// --xdp: the transport runs on the process's AF_XDP port; --pcap: it is recorded
 	if local, err = hostlink.Process().CM(network, local, o); err != nil {
-		return dev, nil, err
+		return d, nil, err
 	}
-	t, err := cm.Open(dev, network, local, o)
+	t, err := cm.Open(d, network, local, o)
 	if err != nil {
-		return dev, nil, err
+		return d, nil, err
 	}
-	return dev, t, nil
+	return d, t, nil
 }
 
 // LocalIP picks a tool's local IP address: bind when given (an IP literal, named what in
@@ -329,13 +331,13 @@ func OpenCM(roce bool, bind, peer string) (*rnic.Device, *cm.Transport, error) {
 			}
 			local = a.String()
 		}
-		return Open("", cm.IWARP, local, &cm.Options{IWARP: IWARPConfig(false)})
+		return Open(rnic.Config{}, cm.IWARP, local, &cm.Options{IWARP: IWARPConfig(false)})
 	}
 	local, err := LocalIP("bind address", bind, peer)
 	if err != nil {
 		return nil, nil, err
 	}
-	return Open("", cm.RoCEv2, local.String(), nil)
+	return Open(rnic.Config{}, cm.RoCEv2, local.String(), nil)
 }
 
 // SignalContext returns a context that SIGINT ends, for a tool's Main.
