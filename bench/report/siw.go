@@ -90,6 +90,8 @@ var siwRows = []siwRow{
 	{"RDMA READ latency, 64 B, typical (µs)", "read_lat_64", latTyp, true},
 	{"RDMA READ latency, 64 B, 99th percentile (µs)", "read_lat_64", latP99, true},
 	{"RDMA READ latency, 64 B, minimum (µs)", "read_lat_64", latMin, true},
+	{"RDMA READ latency, 64 B, typical, softrnic with --wait-drives (µs)", "read_lat_64_drive", latTyp, true},
+	{"RDMA READ latency, 64 B, minimum, softrnic with --wait-drives (µs)", "read_lat_64_drive", latMin, true},
 	{"cross-check: WRITE 64 KiB, bytes ÷ client wall time incl. set-up (MB/s)", "write_bw_65536", wallBW, false},
 }
 

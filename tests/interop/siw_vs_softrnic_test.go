@@ -37,14 +37,17 @@ type siwCase struct {
 	size  int
 	iters int // bench mode
 	lat   bool
+	opts  string // softrnic perftest's own options, on both sides
 }
 
 var siwCases = []siwCase{
-	{"write_bw_65536", "ib_write_bw", "write", 65536, 2000, false},
-	{"write_bw_4096", "ib_write_bw", "write", 4096, 5000, false},
-	{"read_bw_65536", "ib_read_bw", "read", 65536, 1000, false},
-	{"write_lat_64", "ib_write_lat", "write_lat", 64, 1000, true},
-	{"read_lat_64", "ib_read_lat", "read_lat", 64, 1000, true},
+	{"write_bw_65536", "ib_write_bw", "write", 65536, 2000, false, ""},
+	{"write_bw_4096", "ib_write_bw", "write", 4096, 5000, false, ""},
+	{"read_bw_65536", "ib_read_bw", "read", 65536, 1000, false, ""},
+	{"write_lat_64", "ib_write_lat", "write_lat", 64, 1000, true, ""},
+	{"read_lat_64", "ib_read_lat", "read_lat", 64, 1000, true, ""},
+	// the same with the waits for completions reading the socket (rnic.Config.WaitDrivesReceive)
+	{"read_lat_64_drive", "ib_read_lat", "read_lat", 64, 1000, true, "--wait-drives 10ms"},
 }
 
 // smokeIters is the iteration count of every case in smoke mode.
@@ -129,6 +132,9 @@ func siwOnce(g *Guest, impl string, c siwCase, iters int, timeout time.Duration)
 		r.ClientCmd = fmt.Sprintf("%s -d siw0 %s %s", c.tool, common, GuestSiwAddr)
 	} else {
 		idle := fmt.Sprintf(" --timeout %ds --idle %ds", int(timeout/time.Second)+30, int(timeout/time.Second))
+		if c.opts != "" {
+			idle += " " + c.opts
+		}
 		r.ServerCmd = fmt.Sprintf("softrnic perftest %s %s --bind %s", c.test, common, GuestSiwAddr) + idle
 		r.ClientCmd = fmt.Sprintf("softrnic perftest %s %s", c.test, common) + idle + " " + GuestSiwAddr
 	}
