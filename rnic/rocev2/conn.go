@@ -90,8 +90,12 @@ type Conn struct {
 	cmPeer  uint16
 
 	kick chan struct{}
-	done chan struct{}
-	disc atomic.Int32 // 1 graceful, 2 abort
+	// cw, once the connection has sent, replaces kick as what its goroutine waits on
+	// (connWake); only that goroutine sets it.
+	cw     atomic.Pointer[connWake]
+	cwDone bool // cw was tried
+	done   chan struct{}
+	disc   atomic.Int32 // 1 graceful, 2 abort
 
 	onDone       func()      // CM: send a DREQ when the connection ends
 	onFirst      func()      // CM: the first packet arrived (communication established)
@@ -296,6 +300,10 @@ func (c *Conn) abort(err error) {
 }
 
 func (c *Conn) wake() {
+	if w := c.cw.Load(); w != nil {
+		w.signal()
+		return
+	}
 	select {
 	case c.kick <- struct{}{}:
 	default:
@@ -322,6 +330,9 @@ func (c *Conn) run() {
 	t := time.NewTimer(time.Hour)
 	defer t.Stop()
 	for {
+		if w := c.cw.Load(); w != nil {
+			w.arm() // before looking for work: a wake for work not seen below ends the wait
+		}
 		c.batch()
 		c.mu.Lock()
 		if c.disc.Load() == 2 && c.flushResp && c.rdLen > 0 {
@@ -338,7 +349,7 @@ func (c *Conn) run() {
 				// connection (rxCtx.recvs): they precede the flush. It wakes us.
 				c.mu.Unlock()
 				c.release()
-				<-c.kick
+				c.park(t, time.Time{})
 				continue
 			}
 			c.dead = true
@@ -353,6 +364,7 @@ func (c *Conn) run() {
 				c.onDone()
 			}
 			c.qp.TransportDone(err)
+			c.stopWake()
 			close(c.done)
 			return
 		}
@@ -375,24 +387,64 @@ func (c *Conn) run() {
 		c.mu.Unlock()
 		if n > 0 {
 			c.e.sendTx(c.txb, n, c.remote)
+			if !c.cwDone {
+				c.startWake()
+			}
 			continue
 		}
 		c.release()
-		if !next.IsZero() {
-			t.Reset(time.Until(next))
-		} else {
-			t.Reset(time.Hour)
-		}
+		c.park(t, next)
+	}
+}
+
+// park waits for a wake (Conn.wake) or until next (zero: none), on the connection's
+// connWake once it has one, else on its channel and t.
+func (c *Conn) park(t *time.Timer, next time.Time) {
+	if w := c.cw.Load(); w != nil {
+		w.wait(next)
+		return
+	}
+	if !next.IsZero() {
+		t.Reset(time.Until(next))
+	} else {
+		t.Reset(time.Hour)
+	}
+	select {
+	case <-c.kick:
+	case <-t.C:
+	}
+	if !t.Stop() {
 		select {
-		case <-c.kick:
 		case <-t.C:
+		default:
 		}
-		if !t.Stop() {
-			select {
-			case <-t.C:
-			default:
-			}
+	}
+}
+
+// startWake gives the connection, which has just sent its first packets, a connWake,
+// unless the endpoint's connections hold maxConnWakes of them (each is a descriptor)
+// or the eventfd cannot be opened: then it keeps its channel (counted in WakeFallbacks).
+func (c *Conn) startWake() {
+	c.cwDone = true
+	if !haveConnWake {
+		return
+	}
+	if c.e.wakes.Add(1) <= maxConnWakes {
+		if w := newConnWake(); w != nil {
+			c.cw.Store(w)
+			return
 		}
+	}
+	c.e.wakes.Add(-1)
+	c.e.WakeFallbacks.Add(1)
+}
+
+// stopWake closes the connection's connWake as its goroutine ends; a late wake goes to
+// the channel, which nobody reads any more.
+func (c *Conn) stopWake() {
+	if w := c.cw.Swap(nil); w != nil {
+		w.close()
+		c.e.wakes.Add(-1)
 	}
 }
 

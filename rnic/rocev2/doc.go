@@ -184,8 +184,8 @@
 //
 // Counters (Endpoint fields, atomic): RxDropped, ICRCErrors, ICRCIDSolved,
 // RxWrongSource, RecvErrors, SendErrors, CMDropped, CMRejectedLimit, CMStale,
-// AcceptTimeouts, FirstMessageTimeouts, DupReadsDropped; per QP and device the
-// rnic counters (retransmits, NAKs, bytes, packets).
+// AcceptTimeouts, FirstMessageTimeouts, DupReadsDropped, WakeFallbacks; per QP and
+// device the rnic counters (retransmits, NAKs, bytes, packets).
 //
 
 package rocev2
