@@ -122,6 +122,11 @@ type Conn struct {
 	txICRC    uint32
 	crcq      atomic.Pointer[crcQueue] // WQEs whose payload CRCs a poster may compute (txcrc.go)
 	txJoined  uint64                   // packets sent with a payload CRC joined (finishJoined), for tests
+	// Traffic counted once per batch, not per packet (the rnic counters are four atomic
+	// adds): payload bytes of the packets fill is building, and what input received in
+	// the current receive batch (added by Endpoint.endBatch, under mu).
+	txBytes         int
+	rxBytes, rxSegs int
 }
 
 // txBatch is one Link batch of packet buffers. With a gatherLink, packet i may be
@@ -212,6 +217,7 @@ func (e *Endpoint) connect(qp *rnic.QP, attr ConnAttr, o connOpts) (*Conn, error
 		return nil, fmt.Errorf("rocev2: endpoint stopped: %w", err)
 	}
 	e.conns[qp.Num()] = c
+	e.connsGen.Add(1)
 	e.mu.Unlock()
 	go c.run()
 	if err := tq.Established(); err != nil {
@@ -359,6 +365,7 @@ func (c *Conn) run() {
 			c.release()
 			c.e.mu.Lock()
 			delete(c.e.conns, c.qp.QP().Num())
+			c.e.connsGen.Add(1)
 			c.e.mu.Unlock()
 			if c.onDone != nil && !c.remoteClosed.Load() && !c.e.closed.Load() {
 				c.onDone()
@@ -489,7 +496,8 @@ func (c *Conn) input(r *rxCtx, p *roce.Packet, from netip.AddrPort) {
 		c.used = true
 		c.firstBy = time.Time{}
 	}
-	c.qp.CountRx(len(p.Payload), 1)
+	c.rxBytes += len(p.Payload)
+	c.rxSegs++
 	if op.IsResponse() {
 		if c.typ == RC && !c.fatal {
 			c.completer(p)

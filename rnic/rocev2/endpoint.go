@@ -26,11 +26,12 @@ type Endpoint struct {
 	params  qpParams // cfg in wire terms
 	log     *slog.Logger
 
-	mu    sync.RWMutex
-	conns map[uint32]*Conn
-	ud    map[uint32]*UDQP
-	gsi   func(p *roce.Packet, from netip.AddrPort)
-	cma   *cmAgent
+	mu       sync.RWMutex
+	conns    map[uint32]*Conn
+	connsGen atomic.Uint64 // bumped under mu when conns changes (rxCtx.conn)
+	ud       map[uint32]*UDQP
+	gsi      func(p *roce.Packet, from netip.AddrPort)
+	cma      *cmAgent
 
 	// Transmit batches of idle connections, for the next one that sends (Conn.batch):
 	// up to txFreeMax, kept across GCs and shared by every P, unlike a sync.Pool,
@@ -251,6 +252,22 @@ type rxCtx struct {
 	icrcFrom netip.AddrPort
 	icrcLen  int
 	icrcVal  uint32
+	// The connection the last RC/UC packet went to, while the endpoint's connections
+	// are as they were (Endpoint.connsGen): a stream to one QP takes no lock to find it.
+	lastQPN  uint32
+	lastConn *Conn
+	lastGen  uint64
+}
+
+// conn is e.lookup(qpn), remembered for the next packet.
+func (r *rxCtx) conn(e *Endpoint, qpn uint32) *Conn {
+	g := e.connsGen.Load() // before the lookup: a change after it makes the next call look again
+	if r.lastConn != nil && r.lastQPN == qpn && r.lastGen == g {
+		return r.lastConn
+	}
+	c := e.lookup(qpn)
+	r.lastQPN, r.lastConn, r.lastGen = qpn, c, g
+	return c
 }
 
 // icrcStart is icrcStart(from, local, ibLen) for the receive loop's local address.
@@ -313,7 +330,7 @@ func (e *Endpoint) input(r *rxCtx, b []byte, from, local netip.AddrPort) {
 		e.RxDropped.Add(1)
 		return
 	}
-	c := e.lookup(qpn)
+	c := r.conn(e, qpn)
 	if c == nil {
 		e.RxDropped.Add(1)
 		return

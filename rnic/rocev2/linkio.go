@@ -96,6 +96,8 @@ func (e *Endpoint) recvLoop(link Link, input func(r *rxCtx, b []byte, from, loca
 func (e *Endpoint) endBatch(r *rxCtx) {
 	for _, c := range r.touched {
 		c.mu.Lock()
+		c.qp.CountRx(c.rxBytes, c.rxSegs)
+		c.rxBytes, c.rxSegs = 0, 0
 		c.flushAck(r)
 		c.inBatch = false
 		c.mu.Unlock()

@@ -368,7 +368,8 @@ func (c *Conn) fill() int {
 	if !empty {
 		c.takeAhead()
 	}
-	c.qp.CountTx(0, n)
+	c.qp.CountTx(c.txBytes, n) // once per batch: four atomic adds (QP and device)
+	c.txBytes = 0
 	return n
 }
 
@@ -481,7 +482,7 @@ func (c *Conn) request(b []byte, e *sqe) (pkt, body []byte, last bool) {
 	c.sendOff += uint64(n)
 	c.sendPSN = c.sendPSN.Add(1)
 	if payload {
-		c.qp.CountTx(n, 0)
+		c.txBytes += n
 	}
 	if e.crc != nil && n == c.mtu {
 		p := body

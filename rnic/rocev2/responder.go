@@ -557,6 +557,6 @@ func (c *Conn) readResp(b []byte) []byte {
 		}
 		c.popJob()
 	}
-	c.qp.CountTx(n, 0)
+	c.txBytes += n
 	return c.finishTx(b, nil, n)
 }
