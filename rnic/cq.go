@@ -3,6 +3,9 @@ package rnic
 import (
 	"context"
 	"sync"
+	"time"
+
+	"github.com/softrnic/softrnic/internal/pollwake"
 )
 
 // CQ is a completion queue: a fixed ring that Poll drains into a caller slice.
@@ -25,11 +28,11 @@ type CQ struct {
 	handler  func(*CQ)
 	destroy  bool
 
-	// Wait's poller wake-up (see pollWaker): the first Wait that blocks makes pw; one Wait
+	// Wait's poller wake-up (see package pollwake): the first Wait that blocks makes pw; one Wait
 	// at a time blocks on it (pwBusy), others on ch. The end of the context of the last
 	// Wait that blocked on pw (whose Done channel is pwDone) signals pw (pwStop unregisters
 	// that).
-	pw      *pollWaker
+	pw      *pollwake.Waker
 	pwTried bool
 	pwBusy  bool
 	pwDone  <-chan struct{}
@@ -137,7 +140,7 @@ func (cq *CQ) SetHandler(h func(*CQ)) {
 // CQ opens at its first blocking Wait and closes at Destroy) rather than on a channel: the
 // transport goroutine that completes work then hands the processor to the waiter without
 // the runtime also waking an idle thread, which on a small machine costs more than the
-// rest of a round trip (see pollWaker). Such a Wait leaves the CQ's arming (Arm, C, the
+// rest of a round trip (see package pollwake). Such a Wait leaves the CQ's arming (Arm, C, the
 // handler) alone; one that blocks on the channel (the other waiters, other systems) arms
 // the CQ for the next completion.
 //
@@ -168,7 +171,7 @@ func (cq *CQ) Wait(ctx context.Context, wc []Completion) (int, error) {
 			continue
 		}
 		if pw != nil {
-			err := pw.wait()
+			err := pw.Wait(time.Time{})
 			cq.mu.Lock()
 			cq.pwBusy = false
 			cq.mu.Unlock()
@@ -207,19 +210,19 @@ func (cq *CQ) signalPoller() {
 	}
 	cq.mu.Unlock()
 	if pw != nil {
-		pw.signal()
+		pw.Signal()
 	}
 }
 
 // takeWaker returns the poller wake-up a Wait may block on, or nil when it
 // must block on the channel (no eventfd, or another Wait blocks on it); again reports that
 // completions arrived meanwhile (poll again).
-func (cq *CQ) takeWaker(ctx context.Context) (pw *pollWaker, again bool) {
+func (cq *CQ) takeWaker(ctx context.Context) (pw *pollwake.Waker, again bool) {
 	cq.mu.Lock()
 	defer cq.mu.Unlock()
 	if !cq.pwTried && !cq.destroy {
 		cq.pwTried = true
-		cq.pw = newPollWaker()
+		cq.pw = pollwake.New()
 	}
 	if cq.pw == nil || cq.pwBusy || cq.destroy {
 		return nil, false
@@ -233,7 +236,7 @@ func (cq *CQ) takeWaker(ctx context.Context) (pw *pollWaker, again bool) {
 		return nil, false // the channel path returns it
 	}
 	cq.pwBusy = true
-	cq.pw.arm()
+	cq.pw.Arm()
 	return cq.pw, false
 }
 
@@ -255,7 +258,7 @@ func (cq *CQ) ctxDone() {
 	pw, d := cq.pw, cq.drv
 	cq.mu.Unlock()
 	if pw != nil {
-		pw.signal()
+		pw.Signal()
 	}
 	if d != nil {
 		d.Kick()
@@ -277,7 +280,7 @@ func (cq *CQ) Destroy() error {
 	cq.pw = nil
 	cq.mu.Unlock()
 	if pw != nil {
-		pw.close()
+		pw.Close()
 	}
 	cq.dev.cqs.del(cq.num)
 	return nil
@@ -317,14 +320,14 @@ func (cq *CQ) push(c *Completion) (fire, lost bool) {
 		}
 	}
 	fire = fire && cq.handler != nil
-	var pw *pollWaker
+	var pw *pollwake.Waker
 	if cq.pwBusy {
 		pw = cq.pw
 	}
 	d := cq.drv
 	cq.mu.Unlock()
 	if pw != nil {
-		pw.signal()
+		pw.Signal()
 	}
 	if d != nil {
 		d.Kick()

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/softrnic/softrnic/internal/pollwake"
 	"github.com/softrnic/softrnic/rnic"
 	"github.com/softrnic/softrnic/roce"
 )
@@ -91,8 +92,8 @@ type Conn struct {
 
 	kick chan struct{}
 	// cw, once the connection has sent, replaces kick as what its goroutine waits on
-	// (connWake); only that goroutine sets it.
-	cw     atomic.Pointer[connWake]
+	// (a pollwake.Waker); only that goroutine sets it.
+	cw     atomic.Pointer[pollwake.Waker]
 	cwDone bool // cw was tried
 	done   chan struct{}
 	disc   atomic.Int32 // 1 graceful, 2 abort
@@ -307,7 +308,7 @@ func (c *Conn) abort(err error) {
 
 func (c *Conn) wake() {
 	if w := c.cw.Load(); w != nil {
-		w.signal()
+		w.Signal()
 		return
 	}
 	select {
@@ -337,7 +338,7 @@ func (c *Conn) run() {
 	defer t.Stop()
 	for {
 		if w := c.cw.Load(); w != nil {
-			w.arm() // before looking for work: a wake for work not seen below ends the wait
+			w.Arm() // before looking for work: a wake for work not seen below ends the wait
 		}
 		c.batch()
 		c.mu.Lock()
@@ -405,10 +406,10 @@ func (c *Conn) run() {
 }
 
 // park waits for a wake (Conn.wake) or until next (zero: none), on the connection's
-// connWake once it has one, else on its channel and t.
+// waker once it has one, else on its channel and t.
 func (c *Conn) park(t *time.Timer, next time.Time) {
 	if w := c.cw.Load(); w != nil {
-		w.wait(next)
+		_ = w.Wait(next) // a deadline ends it with an error: the caller runs its timers
 		return
 	}
 	if !next.IsZero() {
@@ -428,16 +429,16 @@ func (c *Conn) park(t *time.Timer, next time.Time) {
 	}
 }
 
-// startWake gives the connection, which has just sent its first packets, a connWake,
+// startWake gives the connection, which has just sent its first packets, a pollwake.Waker,
 // unless the endpoint's connections hold maxConnWakes of them (each is a descriptor)
 // or the eventfd cannot be opened: then it keeps its channel (counted in WakeFallbacks).
 func (c *Conn) startWake() {
 	c.cwDone = true
-	if !haveConnWake {
+	if !pollwake.Supported {
 		return
 	}
 	if c.e.wakes.Add(1) <= maxConnWakes {
-		if w := newConnWake(); w != nil {
+		if w := pollwake.New(); w != nil {
 			c.cw.Store(w)
 			return
 		}
@@ -446,11 +447,11 @@ func (c *Conn) startWake() {
 	c.e.WakeFallbacks.Add(1)
 }
 
-// stopWake closes the connection's connWake as its goroutine ends; a late wake goes to
+// stopWake closes the connection's waker as its goroutine ends; a late wake goes to
 // the channel, which nobody reads any more.
 func (c *Conn) stopWake() {
 	if w := c.cw.Swap(nil); w != nil {
-		w.close()
+		w.Close()
 		c.e.wakes.Add(-1)
 	}
 }

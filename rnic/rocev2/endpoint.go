@@ -85,14 +85,14 @@ type Endpoint struct {
 	// received in their PSN range (dropped, not executed).
 	DupReadsDropped atomic.Uint64
 	// WakeFallbacks counts connections whose goroutine waits for work on a channel
-	// rather than on an eventfd in the runtime's poller (connWake): the endpoint's
+	// rather than on an eventfd in the runtime's poller (package pollwake): the endpoint's
 	// connections held maxConnWakes of them, or the eventfd could not be opened.
 	WakeFallbacks atomic.Uint64
 
-	wakes atomic.Int32 // connWakes open (Conn.startWake), at most maxConnWakes
+	wakes atomic.Int32 // wakers open (Conn.startWake), at most maxConnWakes
 }
 
-// maxConnWakes bounds the connections of an endpoint that wait on an eventfd (connWake):
+// maxConnWakes bounds the connections of an endpoint that wait on an eventfd (package pollwake):
 // each holds a descriptor while it lives. The others wait on their channel, which costs
 // a wake-up more per burst of sends (WakeFallbacks counts them).
 const maxConnWakes = 1024
