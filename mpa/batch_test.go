@@ -312,9 +312,9 @@ func TestReaderMediumFPDUs(t *testing.T) {
 	}
 }
 
-// TestSmallBatchOneBuffer: a batch of at most flatMax octets is written as one buffer
-// (one WriteVectored of one slice, one Write), a larger one as its pieces; both streams
-// are the same as the FPDUs written piece by piece.
+// TestSmallBatchOneBuffer: by FlushOwned, a batch of at most flatMax octets is written
+// as one buffer (one WriteVectored of one slice), a larger one as its pieces; Flush
+// always writes the pieces; the streams are the same as the FPDUs written piece by piece.
 func TestSmallBatchOneBuffer(t *testing.T) {
 	for _, n := range []int{1, 64, flatMax - 24, flatMax - 23, 1000} {
 		opt := FramingOptions{CRC: true}
@@ -327,7 +327,7 @@ func TestSmallBatchOneBuffer(t *testing.T) {
 		if err := w.QueueFPDU(u[:h], [][]byte{u[h:]}); err != nil {
 			t.Fatal(err)
 		}
-		if err := w.Flush(); err != nil {
+		if err := w.FlushOwned(); err != nil {
 			t.Fatal(err)
 		}
 		if err := ref.WriteFPDU(u[:h], [][]byte{u[h:]}); err != nil {
@@ -339,6 +339,15 @@ func TestSmallBatchOneBuffer(t *testing.T) {
 		}
 		if one := total <= flatMax; (vw.lastLen == 1) != one {
 			t.Fatalf("ULPDU %d (FPDU %d octets): written in %d pieces", n, total, vw.lastLen)
+		}
+		if err := w.QueueFPDU(u[:h], [][]byte{u[h:]}); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		if vw.calls != 2 || vw.lastLen == 1 || !bytes.Equal(vw.buf.Bytes()[total:], want.Bytes()) {
+			t.Fatalf("ULPDU %d: Flush wrote %d pieces in call %d", n, vw.lastLen, vw.calls)
 		}
 	}
 }

@@ -151,8 +151,8 @@ var writerBufs = sync.Pool{New: func() any {
 // stream. FPDUs are gathered into a batch of slices (the framing octets in
 // the Writer's own arena, the payload as the caller's slices, not copied)
 // and written with a single net.Buffers WriteTo (writev on a *net.TCPConn), or
-// one WriteVectored when the io.Writer is a VectoredWriter (a batch of several pieces
-// and at most 256 octets is copied into one buffer and written as that one):
+// one WriteVectored when the io.Writer is a VectoredWriter (FlushOwned copies a small
+// batch into one buffer and writes that instead):
 // WriteFPDU writes one FPDU at once; QueueFPDU adds one to the batch and
 // Flush writes the batch, so many FPDUs cost one system call. It does not
 // allocate. A Writer is not safe for concurrent use.
@@ -306,7 +306,7 @@ func (fw *Writer) QueueFPDU(hdr []byte, payload [][]byte) error {
 		iov += 2 * mk
 	}
 	if fw.used+arena > len(fw.arena) || len(fw.store)+iov > cap(fw.store) {
-		if err := fw.flush(); err != nil {
+		if err := fw.flush(false); err != nil {
 			return err
 		}
 		if iov > cap(fw.store) { // a payload of very many pieces (not on a hot path)
@@ -353,21 +353,34 @@ func (fw *Writer) QueueFPDU(hdr []byte, payload [][]byte) error {
 // Flush writes the queued FPDUs with one vectored write and empties the
 // batch (also on error: the stream is then broken anyway).
 func (fw *Writer) Flush() error {
-	err := fw.flush()
+	err := fw.flush(false)
 	fw.release()
 	return err
 }
 
-// flush writes the batch, keeping its memory.
-func (fw *Writer) flush() error {
+// FlushOwned is Flush for a caller that owns the memory of every payload in the batch
+// (nobody writes it meanwhile): a batch of several pieces and at most 256 octets is
+// copied into one buffer and written as that one. The copy reads the payloads in user
+// space, where a concurrent writer of that memory races with it; Flush leaves reading
+// them to the kernel (a Read Response's source, say, is the responder's application's).
+func (fw *Writer) FlushOwned() error {
+	err := fw.flush(true)
+	fw.release()
+	return err
+}
+
+// flush writes the batch, keeping its memory; flat: as FlushOwned.
+func (fw *Writer) flush(flat bool) error {
 	if len(fw.store) == 0 {
 		return nil
 	}
 	var err error
 	bufs := fw.store
-	if b := fw.flatten(); b != nil {
-		fw.wb.one[0] = b
-		bufs = fw.wb.one[:]
+	if flat {
+		if b := fw.flatten(); b != nil {
+			fw.wb.one[0] = b
+			bufs = fw.wb.one[:]
+		}
 	}
 	if vw, ok := fw.w.(VectoredWriter); ok {
 		_, err = vw.WriteVectored(bufs)
@@ -395,13 +408,7 @@ func (fw *Writer) TryFlush(write func(bufs [][]byte) (int, error)) (bool, error)
 		fw.release()
 		return true, nil
 	}
-	bufs := fw.store
-	if b := fw.flatten(); b != nil {
-		fw.wb.one[0] = b
-		bufs = fw.wb.one[:]
-	}
-	n, err := write(bufs)
-	fw.wb.one[0] = nil
+	n, err := write(fw.store)
 	if err != nil || n >= fw.bytes {
 		fw.drop(0, 0, 0)
 		fw.release()

@@ -199,6 +199,12 @@ func (c *Conn) fastPump() (more bool) {
 	if special {
 		return true
 	}
+	// With nothing queued before, the batch is this pump's work requests alone: their
+	// memory is the transport's until they complete (after the write), so a small batch
+	// may be copied into one buffer and written with one write(2) instead of writev(2) of
+	// its pieces (mpa.Writer.FlushOwned). A Read Response's source is not: it stays with
+	// Flush.
+	owned := c.wr.Buffered() == 0
 	for i := 0; i < 16; i++ {
 		w := c.qp.NextSend()
 		if w == nil {
@@ -213,7 +219,11 @@ func (c *Conn) fastPump() (more bool) {
 			return false
 		}
 	}
-	if err := c.flush(); err != nil {
+	fl := c.wr.Flush
+	if owned {
+		fl = c.wr.FlushOwned
+	}
+	if err := c.flushBatch(fl); err != nil {
 		c.txFail(err)
 		return false
 	}
@@ -422,9 +432,13 @@ func (c *Conn) fpdu(hdr []byte, payload [][]byte) error {
 }
 
 // flush writes the batch and completes the WQEs written in it.
-func (c *Conn) flush() error {
+func (c *Conn) flush() error { return c.flushBatch(c.wr.Flush) }
+
+// flushBatch is flush with the writer's flush function fl (Flush, or FlushOwned when the
+// batch holds only send-queue work whose memory is the transport's until it completes).
+func (c *Conn) flushBatch(fl func() error) error {
 	wrote := c.wr.Buffered() > 0
-	if err := c.wr.Flush(); err != nil {
+	if err := fl(); err != nil {
 		return err
 	}
 	if wrote {
