@@ -68,6 +68,9 @@ func (d *Device) CreateCQ(depth int) (*CQ, error) {
 		return nil, ErrInvalidArg
 	}
 	cq := &CQ{dev: d, ring: make([]Completion, depth), ch: make(chan struct{}, 1)}
+	if d.cfg.WaitDrivesReceive > 0 {
+		cq.readyFn, cq.wakeFn = cq.drvReady, cq.drvWake // made once: DriveReceive's arguments
+	}
 	cq.num = d.cqs.add(cq)
 	return cq, nil
 }

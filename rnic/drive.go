@@ -76,9 +76,6 @@ func (cq *CQ) takeDriver(ctx context.Context) ReceiveDriver {
 		return nil
 	}
 	cq.drv, cq.drvCtx, cq.drvHanded = t, ctx, false
-	if cq.readyFn == nil {
-		cq.readyFn, cq.wakeFn = cq.drvReady, cq.drvWake
-	}
 	return t
 }
 

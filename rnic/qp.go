@@ -124,7 +124,6 @@ func (d *Device) CreateQP(pd *PD, attr QPAttr) (*QP, error) {
 		c.MaxSendWR = 1
 	}
 	q := &QP{dev: d, pd: pd, attr: attr, doneCh: make(chan struct{})}
-
 	if attr.SRQ == nil {
 		if c.MaxRecvWR == 0 {
 			c.MaxRecvWR = 1

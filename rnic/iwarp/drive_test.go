@@ -173,6 +173,9 @@ func TestDriveReceiveCancelMidMessage(t *testing.T) {
 			t.Fatal("the message never completed")
 		}
 	}
+	if cancelled == 0 {
+		t.Fatal("no Wait ended while the message was arriving")
+	}
 	expect(t, wc[0], rnic.WCRecv, rnic.StatusSuccess)
 	if wc[0].ByteLen != size || !bytes.Equal(sbuf, cbuf) {
 		t.Fatalf("received %d bytes, equal %v", wc[0].ByteLen, bytes.Equal(sbuf, cbuf))
@@ -229,7 +232,10 @@ func TestDriveReceivePeerGone(t *testing.T) {
 			}
 			got <- wc[0]
 		}()
-		for srv.conn.drv.driven.Load() == 0 { // until the Wait drives the receive
+		for deadline := time.Now().Add(10 * time.Second); srv.conn.drv.driven.Load() == 0; { // until the Wait drives the receive
+			if time.Now().After(deadline) {
+				t.Fatal("the Wait never drove the receive")
+			}
 			time.Sleep(time.Millisecond)
 		}
 		if own {

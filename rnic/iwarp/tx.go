@@ -219,11 +219,7 @@ func (c *Conn) fastPump() (more bool) {
 			return false
 		}
 	}
-	fl := c.wr.Flush
-	if owned {
-		fl = c.wr.FlushOwned
-	}
-	if err := c.flushBatch(fl); err != nil {
+	if err := c.flushBatch(owned); err != nil {
 		c.txFail(err)
 		return false
 	}
@@ -432,13 +428,19 @@ func (c *Conn) fpdu(hdr []byte, payload [][]byte) error {
 }
 
 // flush writes the batch and completes the WQEs written in it.
-func (c *Conn) flush() error { return c.flushBatch(c.wr.Flush) }
+func (c *Conn) flush() error { return c.flushBatch(false) }
 
-// flushBatch is flush with the writer's flush function fl (Flush, or FlushOwned when the
-// batch holds only send-queue work whose memory is the transport's until it completes).
-func (c *Conn) flushBatch(fl func() error) error {
+// flushBatch is flush; owned: the batch holds only send-queue work whose memory is the
+// transport's until it completes, which the writer may copy (mpa.Writer.FlushOwned).
+func (c *Conn) flushBatch(owned bool) error {
 	wrote := c.wr.Buffered() > 0
-	if err := fl(); err != nil {
+	var err error
+	if owned {
+		err = c.wr.FlushOwned()
+	} else {
+		err = c.wr.Flush()
+	}
+	if err != nil {
 		return err
 	}
 	if wrote {

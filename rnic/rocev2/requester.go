@@ -252,6 +252,15 @@ func (c *Conn) takeAhead() (empty bool) {
 
 // fill builds up to a batch of packets in c.txb: Read responses first, then requests.
 func (c *Conn) fill() int {
+	n := c.fillPackets()
+	c.qp.CountTx(c.txBytes, n) // once per batch: four atomic adds (QP and device)
+	c.txBytes = 0
+	return n
+}
+
+// fillPackets is fill without the traffic count: it builds the batch's packets, adding
+// their payload bytes to c.txBytes, and returns how many.
+func (c *Conn) fillPackets() int {
 	txb := c.txb.b
 	n := 0
 	for n < len(txb) && c.rdLen > 0 {
@@ -368,8 +377,6 @@ func (c *Conn) fill() int {
 	if !empty {
 		c.takeAhead()
 	}
-	c.qp.CountTx(c.txBytes, n) // once per batch: four atomic adds (QP and device)
-	c.txBytes = 0
 	return n
 }
 
