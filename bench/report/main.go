@@ -97,8 +97,13 @@ var resultsRuns = []run{
 		{"WRITE 1 MiB, CRC off: ÷ TCP", "BenchmarkWrite/nocrc/1MiB", "x-tcp", "≥ 0.95", "higher"},
 		{"READ 1 MiB, CRC off: ÷ TCP", "BenchmarkRead/nocrc/1MiB", "x-tcp", "≥ 0.95", "higher"},
 	}},
-	{regexp: `^Benchmark(Read|Send)$/crc/(1MiB|64KiB)`, benchtime: "500x", rows: []row{
+	{regexp: `^BenchmarkRead$/^crc$/1MiB`, benchtime: "500x", rows: []row{
 		{"READ 1 MiB, CRC on: ÷ TCP", "BenchmarkRead/crc/1MiB", "x-tcp", "≥ 0.85", "higher"},
+	}},
+	// 500 SENDs of 64 KiB are 32 MiB, ~15 ms in 8 rounds of ~2 ms: too short to measure
+	// (ratios 0.30–0.83 in one page's runs, and setup left in B/op); a 1 s run is what the
+	// issue's own table used.
+	{regexp: `^BenchmarkSend$/^crc$/64KiB`, benchtime: "1s", rows: []row{
 		{"SEND 64 KiB, CRC on: ÷ TCP", "BenchmarkSend/crc/64KiB", "x-tcp", "≥ 0.85", "higher"},
 	}},
 	{regexp: `^BenchmarkRoCEv2Write$`, benchtime: "1s", rows: []row{
