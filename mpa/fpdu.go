@@ -158,6 +158,7 @@ var writerBufs = sync.Pool{New: func() any {
 // allocate. A Writer is not safe for concurrent use.
 type Writer struct {
 	w         io.Writer
+	vw        VectoredWriter // w, when it is one (asserted once, at Reset)
 	opt       FramingOptions
 	pos       uint32 // stream position of the next octet, relative to SeqStart
 	fpduStart uint32
@@ -197,6 +198,7 @@ func (fw *Writer) release() {
 // keeping its buffers.
 func (fw *Writer) Reset(w io.Writer, opt FramingOptions) {
 	fw.w, fw.opt = w, opt
+	fw.vw, _ = w.(VectoredWriter)
 	fw.pos = opt.StreamOffset &^ 3
 	fw.drop(0, 0, 0)
 	fw.release()
@@ -382,8 +384,8 @@ func (fw *Writer) flush(flat bool) error {
 			bufs = fw.wb.one[:]
 		}
 	}
-	if vw, ok := fw.w.(VectoredWriter); ok {
-		_, err = vw.WriteVectored(bufs)
+	if fw.vw != nil {
+		_, err = fw.vw.WriteVectored(bufs)
 	} else if len(bufs) == 1 {
 		_, err = fw.w.Write(bufs[0])
 	} else {

@@ -65,7 +65,7 @@ type Conn struct {
 	txMu     sync.Mutex
 	ready    atomic.Bool // gate passed and RTR sent: the fast path may run
 	txDone   bool
-	lastFast int64           // time of the last fast-path attempt (UnixNano)
+	lastFast int64           // time of the last fast-path attempt (ns since fastEpoch)
 	sent     []*rnic.SendWQE // written into the batch: complete after the flush
 	txMSN    [4]ddp.MSN      // next MSN to send per queue (RFC 5041 §5.1)
 	hdr      [96]byte
