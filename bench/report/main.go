@@ -191,8 +191,10 @@ func main() {
 			os.Exit(1)
 		}
 	}
+	// The tree as the benchmarks find it, before this run writes any page.
+	commit := treeState()
 	for _, p := range sel {
-		md, err := p.generate(*count)
+		md, err := p.generate(*count, commit)
 		if err == nil {
 			err = os.WriteFile(filepath.Join(*dir, p.file), md, 0o644)
 		}
@@ -202,6 +204,15 @@ func main() {
 		}
 		fmt.Fprintln(os.Stderr, "report: wrote", filepath.Join(*dir, p.file))
 	}
+}
+
+// treeState names the commit checked out, and says so when tracked files differ from it.
+func treeState() string {
+	commit := strings.TrimSpace(git("rev-parse", "--short", "HEAD"))
+	if strings.TrimSpace(git("status", "--porcelain", "--untracked-files=no")) != "" {
+		commit += " (with uncommitted changes)"
+	}
+	return commit
 }
 
 // selectPages parses -pages.
@@ -236,7 +247,7 @@ func (r run) command(count int) []string {
 }
 
 // generate runs the page's benchmarks and renders it.
-func (p page) generate(count int) ([]byte, error) {
+func (p page) generate(count int, commit string) ([]byte, error) {
 	samples := map[string]map[string][]float64{} // bench → metric → values
 	order := map[int][]string{}                  // run → the benchmarks it printed, in order
 	var cmds []string
@@ -253,10 +264,6 @@ func (p page) generate(count int) ([]byte, error) {
 		}
 		order[i] = parse(b, samples)
 		parseManyQP(b, samples)
-	}
-	commit := strings.TrimSpace(git("rev-parse", "--short", "HEAD"))
-	if strings.TrimSpace(git("status", "--porcelain", "--untracked-files=no")) != "" {
-		commit += " (with uncommitted changes)"
 	}
 	head := fmt.Sprintf("Written by `go run ./bench/report -pages %s -count %d` on %s, commit %s; %s.",
 		p.name, count, time.Now().UTC().Format("2006-01-02 15:04 UTC"), commit, machine())
