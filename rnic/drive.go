@@ -34,11 +34,14 @@ func (cq *CQ) bindQP(q *QP) {
 	cq.mu.Unlock()
 }
 
-// unbindQP undoes bindQP (QP.Destroy).
-func (cq *CQ) unbindQP() {
+// unbindQP undoes bindQP for q (QP.Destroy). A CQ that more than one QP used stays mixed
+// until none does, but lets go of the destroyed QP and its transport.
+func (cq *CQ) unbindQP(q *QP) {
 	cq.mu.Lock()
 	if cq.qpRefs--; cq.qpRefs == 0 {
 		cq.soleQP, cq.mixed, cq.drvT = nil, false, nil
+	} else if q == cq.soleQP && cq.mixed {
+		cq.soleQP, cq.drvT = nil, nil
 	}
 	cq.mu.Unlock()
 }

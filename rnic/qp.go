@@ -373,8 +373,8 @@ func (q *QP) Destroy() error {
 		a.FreeQPN(q.num)
 	}
 	q.pd.n.Add(-1)
-	q.attr.SendCQ.unbindQP()
-	q.attr.RecvCQ.unbindQP()
+	q.attr.SendCQ.unbindQP(q)
+	q.attr.RecvCQ.unbindQP(q)
 	return nil
 }
 
