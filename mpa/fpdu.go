@@ -138,8 +138,9 @@ type writerBuf struct {
 
 // flatMax is the largest batch written as one buffer: a small FPDU is three or more
 // pieces (header, payload, pad and CRC), and on a socket one write(2) of its copy costs
-// less than writev(2) of the pieces (loopback 64 B ping-pong, same run: writev of 88 B in
-// 3 pieces ~0.5 µs more per call than write of the same 88 B in one).
+// less than writev(2) of the pieces. BenchmarkSmallFlush compares the two for an 88-octet
+// FPDU on loopback TCP (on the 2-core development VM, 4 runs each: 4.7–5.5 µs per flush
+// as one buffer, 5.0–6.4 µs as pieces).
 const flatMax = 256
 
 var writerBufs = sync.Pool{New: func() any {
@@ -361,7 +362,7 @@ func (fw *Writer) Flush() error {
 }
 
 // FlushOwned is Flush for a caller that owns the memory of every payload in the batch
-// (nobody writes it meanwhile): a batch of several pieces and at most 256 octets is
+// (nobody writes it meanwhile): a batch of several pieces and at most flatMax octets is
 // copied into one buffer and written as that one. The copy reads the payloads in user
 // space, where a concurrent writer of that memory races with it; Flush leaves reading
 // them to the kernel (a Read Response's source, say, is the responder's application's).
