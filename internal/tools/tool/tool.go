@@ -133,8 +133,8 @@ func ParseDuration(name, v string) (time.Duration, error) {
 	return d, nil
 }
 
-// Open opens a device configured by dev, named dev.Name (DefaultDevice when ""), and attaches it through the
-// connection manager to network (cm.IWARP or cm.RoCEv2) at local, an IP (the address
+// Open opens a device configured by dev, named dev.Name (DefaultDevice when ""), and
+// attaches it through the connection manager to network (cm.IWARP or cm.RoCEv2) at local, an IP (the address
 // listeners bind; "" for the transport's default) or, for RoCEv2, "ip" or "ip:udpport":
 // the address of the RoCE link (required; the ICRC covers it; UDP 4791 by default). On
 // error the device made so far is still returned, for the caller's cleanup to close.
@@ -163,20 +163,19 @@ func Open(dev rnic.Config, network, local string, o *cm.Options) (*rnic.Device, 
 			return nil, nil, err
 		}
 	}
-	devCfg := dev
-	if devCfg.Name == "" {
-		devCfg.Name = DefaultDevice
+	if dev.Name == "" {
+		dev.Name = DefaultDevice
 	}
 	if local != "" {
 		ip := local
 		if ap, err := netip.ParseAddrPort(local); err == nil {
 			ip = ap.Addr().Unmap().String()
 		}
-		devCfg.LocalAddr = ip
+		dev.LocalAddr = ip
 	} else if network == cm.RoCEv2 {
 		return nil, nil, errors.New("RoCEv2 needs a local IP address")
 	}
-	d, err := rnic.Open(devCfg)
+	d, err := rnic.Open(dev)
 	if err != nil {
 		return d, nil, err
 	}
