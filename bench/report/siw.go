@@ -227,6 +227,7 @@ func siwReport(pairs int, out string) error {
 	if len(why) > 0 {
 		return fmt.Errorf("-siw cannot run here: %s", strings.Join(why, "; "))
 	}
+	commit := treeState() // as the run finds it: softrnic is built from this tree
 	dir, err := os.MkdirTemp("", "softrnic-siw-")
 	if err != nil {
 		return err
@@ -263,10 +264,6 @@ func siwReport(pairs int, out string) error {
 	}
 	if want := 2 * pairs * len(meta.Cases); len(runs) != want {
 		return fmt.Errorf("%d runs in %s, want %d", len(runs), data, want)
-	}
-	commit := strings.TrimSpace(git("rev-parse", "--short", "HEAD"))
-	if strings.TrimSpace(git("status", "--porcelain", "--untracked-files=no")) != "" {
-		commit += " (with uncommitted changes in the shared working tree)"
 	}
 	header := fmt.Sprintf("# softrnic against siw, inside the interop guest (generated)\n\n"+
 		"Written by `go run ./bench/report -siw -count %d` on %s, commit %s, in %v; host: %s; host load average before %s, after %s.\n\n",
