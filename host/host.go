@@ -253,9 +253,7 @@ func (d *Device) call(m attach.Msg) (attach.Msg, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), d.timeout)
 	defer cancel()
 	r, err := d.conn.Call(ctx, m)
-	// A daemon that died shows as the attachment closing under the call, or, when the
-	// call's write comes first, as the write failing (EPIPE, ECONNRESET).
-	if errors.Is(err, attach.ErrClosed) || errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET) {
+	if errors.Is(err, attach.ErrClosed) { // also a write that found the daemon gone
 		err = fmt.Errorf("%w: %w", ErrDaemonGone, err)
 	}
 	return r, err

@@ -11,7 +11,8 @@ import (
 	"syscall"
 )
 
-// ErrClosed is returned by Call after the connection ended.
+// ErrClosed is returned by Call after the connection ended, or when its write finds the
+// other side gone.
 var ErrClosed = errors.New("attach: connection closed")
 
 // Error is an error answer.
@@ -113,6 +114,10 @@ func (c *Conn) Call(ctx context.Context, m Msg) (Msg, error) {
 		c.mu.Unlock()
 	}()
 	if err := c.write(m); err != nil {
+		if errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET) {
+			// the other side is gone; Serve may not have read the end yet
+			return Msg{}, fmt.Errorf("attach: %s: %w: %w", m.Op, ErrClosed, err)
+		}
 		return Msg{}, fmt.Errorf("attach: %s: %w", m.Op, err)
 	}
 	select {
