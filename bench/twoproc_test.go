@@ -237,10 +237,10 @@ func benchReadLatency2P(b *testing.B, size int, dcfg rnic.Config) {
 	b.SetBytes(int64(size))
 	b.ReportAllocs()
 	// One TCP request/response, then one READ, and so on. This VM's cross-process latencies
-	// switch between regimes (a run's p50 ~20 µs, or two to four times that, for TCP and
+	// switch between regimes (a run's p50 ~20–25 µs, or about three times that, for TCP and
 	// softrnic alike); with rounds of each, the two medians could come from different
-	// regimes (ratios 0.67–2.43 in one page's runs). Adjacent samples share the machine's
-	// state.
+	// regimes (p50 ratio ranges of 0.36–2.10, 1.22–2.79 and 0.75–2.33 over five runs in
+	// bench/RESULTS.md's history). Adjacent samples share the machine's state.
 	// The timer runs across both (ns/op is one of each; the rows are the percentiles):
 	// starting and stopping it per operation would stop the world each time
 	// (runtime.ReadMemStats) between the samples.
