@@ -140,11 +140,12 @@ func (e *endpoint) sender(ctx context.Context, rb rnic.RemoteBuffer, seed, round
 			switch {
 			case err == nil:
 				acked = acked || c.Opcode == rnic.WCRecv
-			case r == rounds-1 && acked && c.WRID == 2 && c.Status == rnic.StatusWRFlushErr:
-				// The last SEND arrived (the peer acked it), but its ACK was lost and the
-				// peer, done, disconnected before the retransmission: the disconnect
-				// flushes it here (RC cannot tell this from a SEND that never arrived;
-				// the ack can).
+			case r == rounds-1 && acked && c.Status == rnic.StatusWRFlushErr:
+				// The last WRITE and SEND arrived (the peer acked the SEND, which it
+				// reads only after the WRITE), but the ACK covering them was lost and
+				// the peer, done, disconnected before the retransmission: the
+				// disconnect flushes them here, the unsignaled WRITE (WRID 1) first (RC
+				// cannot tell this from requests that never arrived; the ack can).
 			default:
 				return fmt.Errorf("round %d: %w", r, err)
 			}
