@@ -52,6 +52,19 @@ type Config struct {
 	// a call from C) must not Wait on such a CQ: the runtime's coroutine switch the
 	// hand-over uses refuses it.
 	WaitDrivesReceive time.Duration
+	// ReceiveSpin, when positive, makes a receive that finds its socket empty read it
+	// again and again (non-blocking reads: busy-polling) for up to this long before it
+	// blocks in the runtime's poller, whoever runs the receive: the connection's
+	// goroutine, or a Wait driving it (WaitDrivesReceive). A message that arrives
+	// meanwhile costs no thread wake-up, as with perftest busy-polling a hardware CQ;
+	// where a wake-up is slow (a virtual machine's vCPUs) that is most of a round trip.
+	// Each spinning receive keeps a CPU busy: it pays where each has a CPU of its own
+	// (a latency test between two processes on a 2-CPU host), not where spinners
+	// outnumber CPUs (both ends in one process on 2 CPUs: the goroutines that would
+	// answer wait for the spinners). The end of a connection, and a Wait asking for the
+	// receive, take effect within the spin. It applies to iWARP over a kernel TCP
+	// socket. 0, the default, never spins.
+	ReceiveSpin time.Duration
 }
 
 // LocalIP is the address the device's transports use: LocalAddr, else the first address
@@ -119,6 +132,9 @@ type Counters struct {
 	CRCErrors              atomic.Uint64
 	TermSent, TermRecv     atomic.Uint64 // iWARP Terminate messages
 	Retransmits, NAKs      atomic.Uint64 // packet transports
+	// Config.ReceiveSpin: reads that found data while spinning on an empty socket, and
+	// spins that ran out (the read then blocked).
+	SpinHits, SpinTimeouts atomic.Uint64
 }
 
 // Stats is a snapshot of [Counters].
@@ -128,12 +144,14 @@ type Stats struct {
 	CRCErrors              uint64
 	TermSent, TermRecv     uint64
 	Retransmits, NAKs      uint64
+	SpinHits, SpinTimeouts uint64
 }
 
 // Snapshot reads the counters.
 func (c *Counters) Snapshot() Stats {
 	return Stats{c.TxBytes.Load(), c.RxBytes.Load(), c.TxSegments.Load(), c.RxSegments.Load(),
-		c.CRCErrors.Load(), c.TermSent.Load(), c.TermRecv.Load(), c.Retransmits.Load(), c.NAKs.Load()}
+		c.CRCErrors.Load(), c.TermSent.Load(), c.TermRecv.Load(), c.Retransmits.Load(), c.NAKs.Load(),
+		c.SpinHits.Load(), c.SpinTimeouts.Load()}
 }
 
 // Device is one software RNIC: the owner of all resources.

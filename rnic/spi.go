@@ -195,6 +195,18 @@ func (t *TransportQP) CountRetransmit() {
 	t.q.dev.counters.Retransmits.Add(1)
 }
 
+// CountSpin counts a spin of a receive on an empty socket (Config.ReceiveSpin) that
+// found data (hit) or ran out.
+func (t *TransportQP) CountSpin(hit bool) {
+	if hit {
+		t.q.counters.SpinHits.Add(1)
+		t.q.dev.counters.SpinHits.Add(1)
+	} else {
+		t.q.counters.SpinTimeouts.Add(1)
+		t.q.dev.counters.SpinTimeouts.Add(1)
+	}
+}
+
 // CountNAK counts a NAK sent or received (packet transports).
 func (t *TransportQP) CountNAK() {
 	t.q.counters.NAKs.Add(1)

@@ -92,6 +92,12 @@ var siwRows = []siwRow{
 	{"RDMA READ latency, 64 B, minimum (µs)", "read_lat_64", latMin, true},
 	{"RDMA READ latency, 64 B, typical, softrnic with --wait-drives (µs)", "read_lat_64_drive", latTyp, true},
 	{"RDMA READ latency, 64 B, minimum, softrnic with --wait-drives (µs)", "read_lat_64_drive", latMin, true},
+	{"RDMA READ latency, 64 B, typical, softrnic with --wait-drives --spin 200us (µs)", "read_lat_64_spin", latTyp, true},
+	{"RDMA READ latency, 64 B, minimum, softrnic with --wait-drives --spin 200us (µs)", "read_lat_64_spin", latMin, true},
+	{"SEND latency, 64 B, typical (µs)", "send_lat_64", latTyp, true},
+	{"SEND latency, 64 B, minimum (µs)", "send_lat_64", latMin, true},
+	{"SEND latency, 64 B, typical, softrnic with --wait-drives --spin 200us (µs)", "send_lat_64_spin", latTyp, true},
+	{"SEND latency, 64 B, minimum, softrnic with --wait-drives --spin 200us (µs)", "send_lat_64_spin", latMin, true},
 	{"cross-check: WRITE 64 KiB, bytes ÷ client wall time incl. set-up (MB/s)", "write_bw_65536", wallBW, false},
 }
 

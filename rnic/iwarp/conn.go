@@ -123,8 +123,10 @@ func newConn(qp *rnic.QP, nc net.Conn, cfg Config, p mpa.Params, initiator bool,
 	rx.ReadBuffer = rxReadBuffer
 	rs := rxStream(nc)
 	if v, ok := rs.(*vecConn); ok {
-		if hold := qp.Device().Config().WaitDrivesReceive; hold > 0 {
-			c.drv = newRxDrive(c, v, hold)
+		dc := qp.Device().Config()
+		v.rv.spinState = spinState{spin: dc.ReceiveSpin, quit: c.quit, c: c}
+		if dc.WaitDrivesReceive > 0 {
+			c.drv = newRxDrive(c, v, dc.WaitDrivesReceive)
 		}
 	}
 	c.rd = mpa.NewReader(rs, rx)

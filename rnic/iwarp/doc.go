@@ -68,6 +68,13 @@
 // even in the middle of an FPDU; the next one, or the connection's goroutine when no Wait
 // came for the hold time, goes on from there.
 //
+// With rnic.Config.ReceiveSpin, whoever holds the receive reads its empty socket again and
+// again for that long before it blocks in the poller (spin.go): a busy-poll, so that a
+// message arriving meanwhile costs no thread wake-up. Beside WaitDrivesReceive one
+// goroutine per connection spins: the waiter, or the connection's goroutine of a side
+// that only serves (a Read responder). The end of the connection and a Wait asking for
+// the receive end a spin; the QP's SpinHits and SpinTimeouts count how spins ended.
+//
 // As RFC 5041 §5 and RFC 5040 §5.2.1 require, zero-length Writes, Read Requests and Read
 // Responses are not checked against the STag table or their TO (which is also how siw's
 // RTR forms and our nudges, STag 1, pass); a zero-length Send still consumes a receive
@@ -122,6 +129,7 @@
 //	local address        the device's LocalAddr / Interface        whatever Config.Dial binds
 //	receive run by the   with rnic.Config.WaitDrivesReceive        no (the connection's
 //	CQ's waiter                                                    goroutine receives)
+//	busy-poll receive    with rnic.Config.ReceiveSpin              no
 //
 // # Limits and timeouts
 //

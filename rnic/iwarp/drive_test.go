@@ -4,32 +4,39 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/softrnic/softrnic/rnic"
 )
 
-// drivePair connects two QPs whose devices let CQ waiters drive the receive.
-func drivePair(t *testing.T, shared bool, hold time.Duration) (cli, srv *side) {
+// drivePair connects two QPs whose devices let CQ waiters drive the receive, spinning on
+// an empty socket for spin (rnic.Config.ReceiveSpin).
+func drivePair(t *testing.T, shared bool, hold, spin time.Duration) (cli, srv *side) {
 	t.Helper()
-	return newPair(t, &pairOpts{dev: rnic.Config{WaitDrivesReceive: hold}, sharedCQ: shared,
+	return newPair(t, &pairOpts{dev: rnic.Config{WaitDrivesReceive: hold, ReceiveSpin: spin}, sharedCQ: shared,
 		cliP: ConnParam{IRD: 8, ORD: 8}, srvP: ConnParam{IRD: 8, ORD: 8}})
 }
 
 // TestDriveReceivePingPong: SENDs both ways with each side's Wait driving its receive;
 // the payloads arrive intact. With a long hold the Waits ran the receive themselves
 // (after the one hand-over from each connection's goroutine); with a 1 ms one the
-// connections' goroutines also take it back and hand it over again during the run.
+// connections' goroutines also take it back and hand it over again during the run. With
+// a spin (rnic.Config.ReceiveSpin) replies are found by spinning Waits.
 func TestDriveReceivePingPong(t *testing.T) {
-	for _, hold := range []time.Duration{time.Second, time.Millisecond} {
-		t.Run(hold.String(), func(t *testing.T) { testDrivePingPong(t, hold) })
+	for _, c := range []struct{ hold, spin time.Duration }{{time.Second, 0}, {time.Millisecond, 0}, {time.Second, 2 * time.Millisecond}} {
+		t.Run(fmt.Sprintf("hold=%v,spin=%v", c.hold, c.spin), func(t *testing.T) { testDrivePingPong(t, c.hold, c.spin) })
 	}
 }
 
-func testDrivePingPong(t *testing.T, hold time.Duration) {
+// spins is the ReceiveSpin of the tests below: none, and one longer than their
+// deadlines, so that a spin that ignored what ends a Wait or a connection fails them.
+var spins = []time.Duration{0, time.Minute}
+
+func testDrivePingPong(t *testing.T, hold, spin time.Duration) {
 	noLeak(t)
-	cli, srv := drivePair(t, false, hold)
+	cli, srv := drivePair(t, false, hold, spin)
 	const rounds = 2000
 	cmr, cbuf := cli.reg(t, 128, allAccess)
 	smr, sbuf := srv.reg(t, 128, allAccess)
@@ -91,14 +98,25 @@ func testDrivePingPong(t *testing.T, hold time.Duration) {
 		if d.lent.Load() == 0 || d.driven.Load() == 0 || hold == time.Second && d.driven.Load() < rounds/2 {
 			t.Errorf("hand-overs %d, driven Waits %d of %d rounds", d.lent.Load(), d.driven.Load(), rounds)
 		}
+		st := s.qp.Counters().Snapshot()
+		t.Logf("spins that found data %d, that ran out %d", st.SpinHits, st.SpinTimeouts)
+		if spin > 0 && st.SpinHits == 0 || spin == 0 && st.SpinHits+st.SpinTimeouts > 0 {
+			t.Errorf("spin %v: %d spins found data, %d ran out", spin, st.SpinHits, st.SpinTimeouts)
+		}
 	}
 }
 
 // TestDriveReceiveReclaim: after its Waits stop, a side's connection goroutine takes the
 // receive back, so the peer's Reads of its memory are answered without any Wait.
 func TestDriveReceiveReclaim(t *testing.T) {
+	for _, spin := range spins {
+		t.Run(fmt.Sprint("spin=", spin), func(t *testing.T) { testDriveReclaim(t, spin) })
+	}
+}
+
+func testDriveReclaim(t *testing.T, spin time.Duration) {
 	noLeak(t)
-	cli, srv := drivePair(t, false, 20*time.Millisecond)
+	cli, srv := drivePair(t, false, 20*time.Millisecond, spin)
 	cmr, cbuf := cli.reg(t, 4096, allAccess)
 	smr, sbuf := srv.reg(t, 4096, allAccess)
 	// a Wait with nothing to come takes the server's receive over and drives it
@@ -142,8 +160,14 @@ func idleWait(t *testing.T, s *side) {
 // arriving leave it half read; the next Wait (or the connection's goroutine) goes on
 // from there and the message arrives intact.
 func TestDriveReceiveCancelMidMessage(t *testing.T) {
+	for _, spin := range spins {
+		t.Run(fmt.Sprint("spin=", spin), func(t *testing.T) { testDriveCancelMidMessage(t, spin) })
+	}
+}
+
+func testDriveCancelMidMessage(t *testing.T, spin time.Duration) {
 	noLeak(t)
-	cli, srv := drivePair(t, false, time.Second)
+	cli, srv := drivePair(t, false, time.Second, spin)
 	const size = 8 << 20
 	cmr, cbuf := cli.reg(t, size, allAccess)
 	smr, sbuf := srv.reg(t, size, allAccess)
@@ -187,8 +211,14 @@ func TestDriveReceiveCancelMidMessage(t *testing.T) {
 // TestDriveReceiveKick: on a CQ shared by send and receive, a send completion made by
 // the connection's sender while a Wait drives the receive (nothing arrives) ends the Wait.
 func TestDriveReceiveKick(t *testing.T) {
+	for _, spin := range spins {
+		t.Run(fmt.Sprint("spin=", spin), func(t *testing.T) { testDriveKick(t, spin) })
+	}
+}
+
+func testDriveKick(t *testing.T, spin time.Duration) {
 	noLeak(t)
-	cli, srv := drivePair(t, true, time.Second)
+	cli, srv := drivePair(t, true, time.Second, spin)
 	cmr, _ := cli.reg(t, 4<<20, allAccess)
 	smr, _ := srv.reg(t, 4<<20, allAccess)
 	for i := range 5 {
@@ -217,9 +247,15 @@ func TestDriveReceiveKick(t *testing.T) {
 // TestDriveReceivePeerGone: a Wait driving the receive returns the flushed receives when
 // the peer's QP is destroyed, and when its own is.
 func TestDriveReceivePeerGone(t *testing.T) {
+	for _, spin := range spins {
+		t.Run(fmt.Sprint("spin=", spin), func(t *testing.T) { testDrivePeerGone(t, spin) })
+	}
+}
+
+func testDrivePeerGone(t *testing.T, spin time.Duration) {
 	noLeak(t)
 	for _, own := range []bool{false, true} {
-		cli, srv := drivePair(t, false, time.Second)
+		cli, srv := drivePair(t, false, time.Second, spin)
 		mr, _ := srv.reg(t, 64, allAccess)
 		_ = srv.qp.PostRecv(&rnic.RecvWR{WRID: 9, SGL: []rnic.SGE{mr.SGE(0, 64)}})
 		got := make(chan rnic.Completion, 1)

@@ -27,9 +27,10 @@ const defaultMSS = 1460
 // header and CRC.
 type vecConn struct {
 	net.Conn
-	rc syscall.RawConn
-	rv readvState
-	d  *rxDrive // set when a CQ waiter may drive the receive: reads go through it
+	rc  syscall.RawConn
+	rv  readvState
+	d   *rxDrive // set when a CQ waiter may drive the receive: reads go through it
+	one [1][]byte
 }
 
 // rxStream returns what the receiver's mpa.Reader reads: nc wrapped as a vecConn when it
@@ -85,6 +86,12 @@ func (v *vecConn) Read(p []byte) (int, error) {
 		v.d.one[0] = p
 		n, err := v.d.read(v.d.one[:])
 		v.d.one[0] = nil
+		return n, err
+	}
+	if v.rv.spin > 0 { // the spin is readvState's
+		v.one[0] = p
+		n, err := v.rv.readv(v.rc, v.one[:])
+		v.one[0] = nil
 		return n, err
 	}
 	return v.Conn.Read(p)

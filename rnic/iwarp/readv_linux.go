@@ -17,7 +17,8 @@ type readvState struct {
 	fn    func(fd uintptr) bool
 	// stop, when set, is asked before waiting for the socket; true ends the read with
 	// errStopped instead (the receive's hand-over between goroutines, rxdrive.go).
-	stop func() bool
+	stop      func() bool
+	spinState // rnic.Config.ReceiveSpin (spin.go)
 }
 
 func (s *readvState) init() { s.fn, s.iov = s.do, s.small[:] }
@@ -27,6 +28,7 @@ func (s *readvState) do(fd uintptr) bool {
 		n, _, e := syscall.Syscall(syscall.SYS_READV, fd, uintptr(unsafe.Pointer(&s.iov[0])), uintptr(s.niov))
 		switch e {
 		case 0:
+			s.got()
 			s.n, s.err = int(n), nil
 			return true
 		case syscall.EINTR:
@@ -35,6 +37,9 @@ func (s *readvState) do(fd uintptr) bool {
 			if s.stop != nil && s.stop() {
 				s.n, s.err = 0, errStopped
 				return true
+			}
+			if s.spinning() {
+				continue
 			}
 			return false
 		}
@@ -65,6 +70,7 @@ func (s *readvState) readv(rc syscall.RawConn, bufs [][]byte) (int, error) {
 	if s.niov == 0 {
 		return 0, nil
 	}
+	s.spinState.start()
 	err := rc.Read(s.fn)
 	for i := range s.niov {
 		s.iov[i].Base = nil

@@ -10,23 +10,30 @@ import (
 // readvState falls back to a plain read into the first non-empty buffer where readv(2)
 // is not wired up.
 type readvState struct {
-	a    []byte
-	n    int
-	err  error
-	fn   func(fd uintptr) bool
-	stop func() bool // as on Linux
+	a         []byte
+	n         int
+	err       error
+	fn        func(fd uintptr) bool
+	stop      func() bool // as on Linux
+	spinState             // as on Linux
 }
 
 func (s *readvState) init() { s.fn = s.do }
 
 func (s *readvState) do(fd uintptr) bool {
 	n, err := syscall.Read(int(fd), s.a)
-	if err == syscall.EAGAIN {
+	for err == syscall.EAGAIN {
 		if s.stop != nil && s.stop() {
 			s.n, s.err = 0, errStopped
 			return true
 		}
-		return false
+		if !s.spinning() {
+			return false
+		}
+		n, err = syscall.Read(int(fd), s.a)
+	}
+	if err == nil {
+		s.got()
 	}
 	s.n, s.err = n, err
 	return true
@@ -42,6 +49,7 @@ func (s *readvState) readv(rc syscall.RawConn, bufs [][]byte) (int, error) {
 	if len(s.a) == 0 {
 		return 0, nil
 	}
+	s.spinState.start()
 	err := rc.Read(s.fn)
 	s.a = nil
 	if err != nil {

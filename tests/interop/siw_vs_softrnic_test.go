@@ -48,6 +48,11 @@ var siwCases = []siwCase{
 	{"read_lat_64", "ib_read_lat", "read_lat", 64, 1000, true, ""},
 	// the same with the waits for completions reading the socket (rnic.Config.WaitDrivesReceive)
 	{"read_lat_64_drive", "ib_read_lat", "read_lat", 64, 1000, true, "--wait-drives 10ms"},
+	// and with the receive busy-polling its empty socket (rnic.Config.ReceiveSpin): the
+	// client's Wait, and the server's connection goroutine
+	{"read_lat_64_spin", "ib_read_lat", "read_lat", 64, 1000, true, "--wait-drives 10ms --spin 200us"},
+	{"send_lat_64", "ib_send_lat", "send_lat", 64, 1000, true, ""},
+	{"send_lat_64_spin", "ib_send_lat", "send_lat", 64, 1000, true, "--wait-drives 10ms --spin 200us"},
 }
 
 // smokeIters is the iteration count of every case in smoke mode.

@@ -49,6 +49,8 @@ func Usage(w io.Writer) {
 	--crc			request MPA CRC32c (iWARP; siw follows the request)
 	--wait-drives d		iWARP: a wait for a completion reads the socket itself, and keeps
 				it for d between waits (rnic.Config.WaitDrivesReceive)
+	--spin d		with --wait-drives: a receive busy-polls its empty socket for d
+				before it blocks (rnic.Config.ReceiveSpin; a CPU spins meanwhile)
 	--timeout d		give up after the duration d (e.g. 60s)
 	--idle d		give up after d without a message or data from the peer (default 2m)
 `+hostlink.FlagUsage)
@@ -68,7 +70,7 @@ var opts = append([]tool.Opt{
 	{Short: 'I', Long: "inline_size", Arg: true}, {Short: 'l', Long: "post_list", Arg: true},
 	{Long: "report_gbits"}, {Long: "retry_count", Arg: true}, {Long: "disable_pcie_relaxed"}, {Long: "dont_xchg_versions"},
 	{Long: "use-srq"}, {Long: "run_infinitely"}, {Long: "ipv6"},
-	{Long: "roce"}, {Long: "bind", Arg: true}, {Long: "crc"}, {Long: "wait-drives", Arg: true}, {Long: "timeout", Arg: true}, {Long: "idle", Arg: true}}, tool.LinkOpts...)
+	{Long: "roce"}, {Long: "bind", Arg: true}, {Long: "crc"}, {Long: "wait-drives", Arg: true}, {Long: "spin", Arg: true}, {Long: "timeout", Arg: true}, {Long: "idle", Arg: true}}, tool.LinkOpts...)
 
 // errHelp and errVersion ask Main to print the usage or the version (-h, -V).
 var (
@@ -251,6 +253,12 @@ func (o *Options) set(a tool.Arg) error {
 			return err
 		}
 		o.WaitDrives = d
+	case "spin":
+		d, err := tool.ParseDuration(a.Long, a.Value)
+		if err != nil {
+			return err
+		}
+		o.Spin = d
 	case "bind":
 		o.Bind = a.Value
 	}
@@ -351,6 +359,9 @@ func (o *Options) supported() error {
 		return errors.New("--crc is an MPA (iWARP) option")
 	case o.RoCE && o.WaitDrives > 0:
 		return errors.New("--wait-drives is an iWARP option")
+	case o.Spin > 0 && o.WaitDrives <= 0:
+		// the connection's goroutine would spin and still have to wake the waiting one
+		return errors.New("--spin needs --wait-drives (iWARP)")
 	case !o.RoCE && o.MTU != 0:
 		return errors.New("-m: the MTU of iWARP is the TCP connection's")
 	case o.Verb == Send && !o.RoCE && o.RxDepth < 3:

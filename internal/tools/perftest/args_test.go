@@ -150,3 +150,20 @@ func TestWaitDrivesOption(t *testing.T) {
 		t.Fatal("a negative duration was accepted")
 	}
 }
+
+// TestSpinOption: --spin sets the device's ReceiveSpin beside --wait-drives, and is
+// refused without it (and so over RoCEv2).
+func TestSpinOption(t *testing.T) {
+	o, err := ParseArgs([]string{"read_lat", "--wait-drives", "10ms", "--spin", "200us"})
+	if err != nil || o.Spin != 200*time.Microsecond || o.supported() != nil {
+		t.Fatalf("parsed %+v, %v, %v", o, err, o.supported())
+	}
+	for _, args := range [][]string{{"read_lat", "--spin", "200us"}, {"read_lat", "--roce", "--spin", "200us"}} {
+		if o, err := ParseArgs(args); err != nil || o.supported() == nil {
+			t.Fatalf("%q: %v, supported %v", args, err, o.supported())
+		}
+	}
+	if _, err := ParseArgs([]string{"read_lat", "--wait-drives", "10ms", "--spin", "x"}); err == nil {
+		t.Fatal("a bad duration was accepted")
+	}
+}

@@ -43,7 +43,7 @@ func (s *session) open() error {
 			local = a.String()
 		}
 		var err error
-		s.dev, s.t, err = tool.Open(rnic.Config{Name: o.Dev, WaitDrivesReceive: o.WaitDrives}, cm.IWARP, local, &cm.Options{IWARP: iw})
+		s.dev, s.t, err = tool.Open(rnic.Config{Name: o.Dev, WaitDrivesReceive: o.WaitDrives, ReceiveSpin: o.Spin}, cm.IWARP, local, &cm.Options{IWARP: iw})
 		return err
 	}
 	local, err := tool.LocalIP("--bind", o.Bind, o.Peer)

@@ -121,6 +121,9 @@ type Options struct {
 	// WaitDrives (--wait-drives d): the waits on the CQ read the socket themselves
 	// (rnic.Config.WaitDrivesReceive = d; iWARP, in-process device). 0: off.
 	WaitDrives time.Duration
+	// Spin (--spin d, with WaitDrives): a receive that finds the socket empty reads it
+	// again for d before it blocks (rnic.Config.ReceiveSpin). 0: never spins.
+	Spin time.Duration
 
 	Timeout time.Duration // --timeout: bound on the whole run (0: none)
 	Idle    time.Duration // --idle: give up after this long without a message or data from the peer (0: never)
