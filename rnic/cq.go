@@ -50,7 +50,6 @@ type CQ struct {
 	drvCtx    context.Context
 	drvHanded bool
 	readyFn   func() bool
-	wakeFn    func()
 }
 
 const (
@@ -69,7 +68,7 @@ func (d *Device) CreateCQ(depth int) (*CQ, error) {
 	}
 	cq := &CQ{dev: d, ring: make([]Completion, depth), ch: make(chan struct{}, 1)}
 	if d.cfg.WaitDrivesReceive > 0 {
-		cq.readyFn, cq.wakeFn = cq.drvReady, cq.drvWake // made once: DriveReceive's arguments
+		cq.readyFn = cq.drvReady // made once: DriveReceive's argument
 	}
 	cq.num = d.cqs.add(cq)
 	return cq, nil
@@ -163,7 +162,7 @@ func (cq *CQ) Wait(ctx context.Context, wc []Completion) (int, error) {
 			return 0, err
 		}
 		if d := cq.takeDriver(ctx); d != nil {
-			ran := d.DriveReceive(cq.readyFn, cq.wakeFn)
+			ran := d.DriveReceive(cq.readyFn, (*cqWaker)(cq))
 			cq.dropDriver()
 			if ran {
 				continue

@@ -47,10 +47,11 @@ type Config struct {
 	// receive stays with the waiting goroutine between its Waits; when no Wait has
 	// started for between one and two times this duration the connection's goroutine
 	// takes it back. Until then what arrives (a peer's Read Requests and Writes among
-	// it) is processed only when a Wait runs. 0, the default, leaves every receive to
-	// the connection's goroutine. A goroutine locked to its thread (runtime.LockOSThread;
-	// a call from C) must not Wait on such a CQ: the runtime's coroutine switch the
-	// hand-over uses refuses it.
+	// it) is processed only when a Wait runs. QP.DriveReceive runs the receive the same
+	// way for a program that polls memory for RDMA Writes. 0, the default, leaves every
+	// receive to the connection's goroutine. A goroutine locked to its thread
+	// (runtime.LockOSThread; a call from C) must not Wait on such a CQ: the runtime's
+	// coroutine switch the hand-over uses refuses it.
 	WaitDrivesReceive time.Duration
 	// ReceiveSpin, when positive, makes a receive that finds its socket empty read it
 	// again and again (non-blocking reads: busy-polling) for up to this long before it

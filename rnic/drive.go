@@ -13,13 +13,25 @@ type ReceiveDriver interface {
 	// reports true (asked each time the receive has processed what arrived and would
 	// wait for the network, and after Kick), and reports whether it ran it. While the
 	// connection's own goroutine holds the receive it does not: it asks that goroutine
-	// to hand the receive over, returns false, and wake is called once the hand-over is
-	// done (the next DriveReceive then runs it).
-	DriveReceive(ready func() bool, wake func()) bool
+	// to hand the receive over, returns false, and w is woken once the hand-over is
+	// done (the next DriveReceive then runs it); likewise, while another caller drives
+	// it, w is woken when that caller stops. A transport keeps each distinct Waker once
+	// (a QP has at most three: its send CQ's, its receive CQ's and QP.DriveReceive's).
+	DriveReceive(ready func() bool, w Waker) bool
 	// Kick makes a DriveReceive that waits for the network ask ready again; a no-op
 	// otherwise. Any goroutine may call it.
 	Kick()
 }
+
+// Waker is what a caller of ReceiveDriver.DriveReceive is woken through. Wakers are
+// compared (==): each caller passes the same pointer every time.
+type Waker interface{ Wake() }
+
+// cqWaker is a CQ as the Waker of its driving Waits.
+type cqWaker CQ
+
+// Wake implements Waker.
+func (w *cqWaker) Wake() { (*CQ)(w).drvWake() }
 
 // bindQP records that q uses cq (CreateQP; once per role, so a QP whose send and receive
 // CQ are the same binds twice).

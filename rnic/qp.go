@@ -94,6 +94,7 @@ type QP struct {
 	taken []*RecvWQE
 
 	counters Counters
+	drive    *qpDrive // DriveReceive's state, made at its first call
 }
 
 // CreateQP creates an RC queue pair in the Idle state.

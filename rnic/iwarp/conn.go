@@ -179,8 +179,8 @@ func (c *Conn) run() {
 }
 
 // DriveReceive implements rnic.ReceiveDriver (rnic.Config.WaitDrivesReceive).
-func (c *Conn) DriveReceive(ready func() bool, wake func()) bool {
-	return c.drv != nil && c.drv.DriveReceive(ready, wake)
+func (c *Conn) DriveReceive(ready func() bool, w rnic.Waker) bool {
+	return c.drv != nil && c.drv.DriveReceive(ready, w)
 }
 
 // Kick implements rnic.ReceiveDriver.

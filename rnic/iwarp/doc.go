@@ -66,7 +66,10 @@
 // what it read completed work (its round trip costs the system calls of a plain socket
 // read: no eventfd write, no extra poll, no goroutine switch). A Wait may stop anywhere,
 // even in the middle of an FPDU; the next one, or the connection's goroutine when no Wait
-// came for the hold time, goes on from there.
+// came for the hold time, goes on from there. rnic.QP.DriveReceive drives it the same way
+// until a condition of the caller's holds (an RDMA Write has no completion at its target:
+// a program polling memory for one places it itself); a caller that finds another driving
+// is woken when that one stops.
 //
 // With rnic.Config.ReceiveSpin, whoever holds the receive reads its empty socket again and
 // again for that long before it blocks in the poller (spin.go): a busy-poll, so that a

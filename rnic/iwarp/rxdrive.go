@@ -26,6 +26,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/softrnic/softrnic/rnic"
 )
 
 // errStopped ends a read whose stop function asked to stop rather than wait.
@@ -55,7 +57,7 @@ type rxDrive struct {
 	mu      sync.Mutex
 	owner   int
 	want    atomic.Bool // a Wait asked for the receive
-	wake    func()      // that Wait's wake function
+	wakes   wakeList    // the callers waiting for the receive
 	rch     chan struct{}
 	gen     uint64 // DriveReceive calls; the reclaim timer compares
 	tickGen uint64
@@ -192,8 +194,7 @@ func (d *rxDrive) lend() {
 	d.owner = drvLent
 	d.lent.Add(1)
 	d.want.Store(false)
-	wake := d.wake
-	d.wake = nil
+	w := d.wakes.take()
 	d.tickGen = d.gen
 	if !d.timerOn {
 		d.timerOn = true
@@ -204,8 +205,44 @@ func (d *rxDrive) lend() {
 		}
 	}
 	d.mu.Unlock()
-	if wake != nil {
-		wake()
+	w.wake()
+}
+
+// wakeList is the callers waiting for the receive (rnic.ReceiveDriver): each distinct
+// Waker once. A QP has at most three (its two CQs and QP.DriveReceive); a fourth would
+// displace the last, woken at once to ask again.
+type wakeList struct {
+	w [3]rnic.Waker
+	n int
+}
+
+// add records w; it returns a displaced Waker to wake after d.mu is let go, or nil.
+func (l *wakeList) add(w rnic.Waker) (displaced rnic.Waker) {
+	for _, x := range l.w[:l.n] {
+		if x == w {
+			return nil
+		}
+	}
+	if l.n < len(l.w) {
+		l.w[l.n] = w
+		l.n++
+		return nil
+	}
+	displaced, l.w[l.n-1] = l.w[l.n-1], w
+	return displaced
+}
+
+// take empties the list, returning what it held.
+func (l *wakeList) take() wakeList {
+	t := *l
+	*l = wakeList{}
+	return t
+}
+
+// wake wakes every Waker of the list.
+func (l *wakeList) wake() {
+	for _, w := range l.w[:l.n] {
+		w.Wake()
 	}
 }
 
@@ -247,18 +284,28 @@ func (d *rxDrive) finish() {
 }
 
 // DriveReceive implements rnic.ReceiveDriver.
-func (d *rxDrive) DriveReceive(ready func() bool, wake func()) bool {
+func (d *rxDrive) DriveReceive(ready func() bool, w rnic.Waker) bool {
 	d.mu.Lock()
 	switch d.owner {
 	case drvLent:
 		d.owner = drvWait
 		d.gen++
 	case drvOwn:
-		d.wake = wake
+		displaced := d.wakes.add(w)
 		first := !d.want.Swap(true)
 		d.mu.Unlock()
 		if first {
 			_ = d.c.nc.SetReadDeadline(time.Unix(1, 0))
+		}
+		if displaced != nil {
+			displaced.Wake()
+		}
+		return false
+	case drvWait: // another goroutine drives it: w is woken when it stops
+		displaced := d.wakes.add(w)
+		d.mu.Unlock()
+		if displaced != nil {
+			displaced.Wake()
 		}
 		return false
 	default:
@@ -281,7 +328,9 @@ func (d *rxDrive) DriveReceive(ready func() bool, wake func()) bool {
 	default:
 		d.owner = drvLent
 	}
+	wl := d.wakes.take() // callers that found it driven (drvWait above)
 	d.mu.Unlock()
+	wl.wake()
 	return true
 }
 

@@ -47,8 +47,9 @@ func Usage(w io.Writer) {
 	--bind addr		server: listen on this address (RoCEv2: the link's address,
 				default the host's first IPv4 address)
 	--crc			request MPA CRC32c (iWARP; siw follows the request)
-	--wait-drives d		iWARP: a wait for a completion reads the socket itself, and keeps
-				it for d between waits (rnic.Config.WaitDrivesReceive)
+	--wait-drives d		iWARP: a wait for a completion, or write_lat's for the peer's Write,
+				reads the socket itself, and keeps it for d between waits
+				(rnic.Config.WaitDrivesReceive, QP.DriveReceive)
 	--spin d		with --wait-drives: a receive busy-polls its empty socket for d
 				before it blocks (rnic.Config.ReceiveSpin; a CPU spins meanwhile)
 	--timeout d		give up after the duration d (e.g. 60s)

@@ -173,11 +173,23 @@ func (s *session) iterLatWrite(ctx context.Context, size int) (*latRun, error) {
 	}
 	var scnt, ccnt, rcnt uint64
 	var sp spinner
+	// With --wait-drives the wait runs the receive that places the Write (QP.DriveReceive)
+	// instead of spinning while the connection's goroutine does.
+	drive := o.WaitDrives > 0
+	arrived := func() bool { return loadByte(poll) == byte(rcnt) }
 	for scnt < iters || ccnt < iters || rcnt < iters || (dur && !r.dur.over()) {
 		if (rcnt < iters || dur) && !(scnt < 1 && s.server) {
 			rcnt++
-			for loadByte(poll) != byte(rcnt) {
-				if err := sp.spin(wctx); err != nil {
+			for !arrived() {
+				var err error
+				if drive {
+					if err = s.qps[0].DriveReceive(wctx, arrived); errors.Is(err, rnic.ErrNoDriver) {
+						drive, err = false, nil
+					}
+				} else {
+					err = sp.spin(wctx)
+				}
+				if err != nil {
 					if dur && r.dur.over() {
 						return r, nil
 					}

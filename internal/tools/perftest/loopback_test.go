@@ -270,6 +270,8 @@ func TestLatLoopback(t *testing.T) {
 		{"read_lat", false, []string{"-n", "300", "-s", "64", "--wait-drives", "5ms"}},
 		{"send_lat", false, []string{"-n", "300", "-s", "100", "--wait-drives", "5ms"}},
 		{"read_lat", false, []string{"-n", "300", "-s", "64", "--wait-drives", "5ms", "--spin", "100us"}},
+		{"write_lat", false, []string{"-n", "300", "--wait-drives", "5ms"}},
+		{"write_lat", false, []string{"-n", "300", "--wait-drives", "5ms", "--spin", "100us"}},
 		{"send_lat", false, []string{"-n", "300", "-s", "100", "--wait-drives", "5ms", "--spin", "100us"}},
 		{"write_lat", true, []string{"-R", "-n", "300"}},
 		{"read_lat", true, []string{"-x", "1", "-n", "300"}},
