@@ -50,6 +50,8 @@ var siwCases = []siwCase{
 	{"read_lat_64_drive", "ib_read_lat", "read_lat", 64, 1000, true, "--wait-drives 10ms"},
 	// and with the receive busy-polling its empty socket (rnic.Config.ReceiveSpin): the
 	// client's Wait, and the server's connection goroutine
+	{"write_lat_64_drive", "ib_write_lat", "write_lat", 64, 1000, true, "--wait-drives 10ms"},
+	{"write_lat_64_spin", "ib_write_lat", "write_lat", 64, 1000, true, "--wait-drives 10ms --spin 200us"},
 	{"read_lat_64_spin", "ib_read_lat", "read_lat", 64, 1000, true, "--wait-drives 10ms --spin 200us"},
 	{"send_lat_64", "ib_send_lat", "send_lat", 64, 1000, true, ""},
 	{"send_lat_64_spin", "ib_send_lat", "send_lat", 64, 1000, true, "--wait-drives 10ms --spin 200us"},
