@@ -43,7 +43,10 @@ func (s *qpDrive) Wake() {
 // the Writes itself, with no wake-up of the connection's goroutine on the way (and with
 // Config.ReceiveSpin it busy-polls the socket before blocking). until is called on the
 // calling goroutine, before anything is read and each time the receive has processed what
-// arrived; a condition that something else makes true is seen at the next arrival. The
+// arrived; a condition that something else makes true is seen at the next arrival. Until
+// the receive is handed over, the connection's goroutine may be placing data while until
+// reads it: read polled memory as any RDMA target is read while it may change (a fresh
+// load each time; sync/atomic where the race detector watches). The
 // receive stays with the caller between calls, as with CQ.Wait (WaitDrivesReceive's hold
 // time).
 //
