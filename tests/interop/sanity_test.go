@@ -73,6 +73,23 @@ func rpingLoopback(t *testing.T, g *Guest, addr string, count, size int) {
 	}
 }
 
+// TestGuestJobKill: Job.Kill ends what a guest job started, not only the job's shell, so a
+// hung peer tool does not outlive its test (holding its port and a vCPU) until its timeout.
+func TestGuestJobKill(t *testing.T) {
+	g := guest(t)
+	j, err := g.Start("printf '#!/bin/sh\\nwhile :; do sleep 1; done\\n' > /tmp/jobchild && chmod +x /tmp/jobchild && /tmp/jobchild", 60*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, _ := g.Run("i=0; until pidof jobchild > /dev/null || [ $i -ge 100 ]; do sleep 0.1; i=$((i+1)); done; pidof jobchild", 20*time.Second); r.Code != 0 {
+		t.Fatalf("the job's child did not start:\n%s\njob:\n%s", r.Output, j.Output())
+	}
+	j.Kill()
+	if r, _ := g.Run("i=0; while pidof jobchild > /dev/null && [ $i -lt 50 ]; do sleep 0.1; i=$((i+1)); done; pidof jobchild", 20*time.Second); r.Code == 0 {
+		t.Fatalf("the job's child outlived Kill: pid %s", r.Output)
+	}
+}
+
 // TestSiwLoopbackRping: guest rping server and client over siw0 (iWARP loopback in the guest).
 func TestSiwLoopbackRping(t *testing.T) {
 	g := guest(t)

@@ -429,9 +429,11 @@ func (j *Job) Wait(timeout time.Duration) (Result, error) {
 	}
 }
 
-// Kill kills the job's whole session in the guest.
+// Kill kills the job's process group in the guest: the script and what it started (not
+// the watcher of its timeout, which ends by itself once the script is gone). dash's kill
+// takes no "--": with one it killed nothing, and a job that hung stayed until its timeout.
 func (j *Job) Kill() {
-	_, _ = j.g.Run("p=$(cat "+j.tag+".pid 2>/dev/null) && kill -KILL -- -$p 2>/dev/null; true", 10*time.Second)
+	_, _ = j.g.Run("p=$(cat "+j.tag+".pid 2>/dev/null) && kill -KILL -$p 2>/dev/null; true", 10*time.Second)
 }
 
 // HostCommand returns a command that runs on the host inside the guest's namespace.
