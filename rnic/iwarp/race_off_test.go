@@ -1,0 +1,5 @@
+//go:build !race
+
+package iwarp
+
+const raceEnabled = false
