@@ -30,13 +30,11 @@ type CQ struct {
 
 	// Wait's poller wake-up (see package pollwake): the first Wait that blocks makes pw; one Wait
 	// at a time blocks on it (pwBusy), others on ch. The end of the context of the last
-	// Wait that blocked on pw (whose Done channel is pwDone) signals pw (pwStop unregisters
-	// that).
+	// Wait that blocked on pw signals pw (pwCtx).
 	pw      *pollwake.Waker
 	pwTried bool
 	pwBusy  bool
-	pwDone  <-chan struct{}
-	pwStop  func() bool
+	pwCtx   ctxWatch
 
 	// The receive a Wait drives (drive.go): the one QP using the CQ (soleQP, unless mixed),
 	// its transport once known (drvT), and while a Wait drives it the driver and that
@@ -244,14 +242,7 @@ func (cq *CQ) takeWaker(ctx context.Context) (pw *pollwake.Waker, again bool) {
 
 // watchCtx makes the end of ctx call ctxDone. Callers pass the same context to Wait after
 // Wait: it registers once per context. The caller holds cq.mu.
-func (cq *CQ) watchCtx(ctx context.Context) {
-	if done := ctx.Done(); done != nil && done != cq.pwDone {
-		if cq.pwStop != nil {
-			cq.pwStop()
-		}
-		cq.pwDone, cq.pwStop = done, context.AfterFunc(ctx, cq.ctxDone)
-	}
-}
+func (cq *CQ) watchCtx(ctx context.Context) { cq.pwCtx.watch(ctx, cq.ctxDone) }
 
 // ctxDone wakes the Wait blocked on the poller, or driving a receive, when its context
 // ends.
@@ -271,10 +262,7 @@ func (cq *CQ) ctxDone() {
 func (cq *CQ) Destroy() error {
 	cq.mu.Lock()
 	cq.destroy = true
-	if cq.pwStop != nil {
-		cq.pwStop()
-		cq.pwDone, cq.pwStop = nil, nil
-	}
+	cq.pwCtx.stop()
 	pw := cq.pw
 	if cq.pwBusy {
 		pw = nil // the blocked Wait still reads it; the garbage collector closes it

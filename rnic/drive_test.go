@@ -1,6 +1,11 @@
 package rnic
 
-import "testing"
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+)
 
 // TestCQSoleQP: a CQ knows the one QP that uses it (whose receive a Wait may drive) until
 // a second one does; then it stays mixed until none does, and lets go of a destroyed QP.
@@ -45,5 +50,70 @@ func TestCQSoleQP(t *testing.T) {
 	c := newQP(cq, other)
 	if q, mixed, refs := state(); q != c || mixed || refs != 1 {
 		t.Fatalf("a new QP on the emptied CQ: sole %p (want %p), mixed %v, refs %d", q, c, mixed, refs)
+	}
+}
+
+// fakeDriver is a transport whose receive DriveReceive runs: each run "places" one
+// arrival; Kick is counted.
+type fakeDriver struct {
+	tq     *TransportQP
+	placed atomic.Int32
+	kicks  atomic.Int32
+}
+
+func (f *fakeDriver) DriveReceive(ready func() bool, w Waker) bool {
+	f.placed.Add(1)
+	return true
+}
+func (f *fakeDriver) Kick()           { f.kicks.Add(1) }
+func (f *fakeDriver) Disconnect(bool) { f.tq.TransportDone(nil) }
+func (f *fakeDriver) SendQueued()     {}
+
+// TestQPDriveReceiveContext: DriveReceive runs the receive until its condition holds; the
+// end of its context kicks the receive while the QP lives, and no more once the QP is
+// destroyed, though the context lives on (the registration is stopped, and with it the
+// reference to the transport).
+func TestQPDriveReceiveContext(t *testing.T) {
+	d, err := Open(Config{WaitDrivesReceive: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	pd, _ := d.AllocPD()
+	cq, _ := d.CreateCQ(16)
+	for _, destroy := range []bool{false, true} {
+		q, err := d.CreateQP(pd, QPAttr{SendCQ: cq, RecvCQ: cq})
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := &fakeDriver{}
+		if f.tq, err = AttachTransport(q, f); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		if err := q.DriveReceive(ctx, func() bool { return f.placed.Load() == 3 }); err != nil || f.placed.Load() != 3 {
+			t.Fatalf("DriveReceive: %v after %d arrivals", err, f.placed.Load())
+		}
+		if destroy {
+			_ = q.Destroy()
+		}
+		cancel()
+		want := int32(1)
+		if destroy {
+			want = 0
+		}
+		// context.AfterFunc runs its function on a goroutine of its own
+		for deadline := time.Now().Add(2 * time.Second); f.kicks.Load() != want && time.Now().Before(deadline); {
+			time.Sleep(time.Millisecond)
+		}
+		if destroy {
+			time.Sleep(20 * time.Millisecond) // a late Kick would show here
+		}
+		if k := f.kicks.Load(); k != want {
+			t.Fatalf("destroyed %v: %d kicks at the context's end, want %d", destroy, k, want)
+		}
+		if !destroy {
+			_ = q.Destroy()
+		}
 	}
 }

@@ -364,6 +364,9 @@ func (q *QP) Destroy() error {
 		return nil
 	}
 	q.destroyed = true
+	if q.drive != nil {
+		q.drive.kick.stop() // a long-lived context must not keep the transport
+	}
 	q.mu.Unlock()
 	q.abort(EventQPFatal, nil, false)
 	<-q.doneCh

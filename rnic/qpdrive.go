@@ -15,15 +15,16 @@ var ErrNoDriver = errors.New("rnic: the QP's receive cannot be driven by its cal
 var ErrDriveBusy = errors.New("rnic: another DriveReceive of the QP is running")
 
 // qpDrive is the state of a QP's DriveReceive, made at its first call, and its Waker. The
-// ready function is a method value made once, so that a call allocates nothing.
+// ready and kick functions are method values made once (a QP's transport does not change
+// once attached), so that a call allocates nothing.
 type qpDrive struct {
-	busy   atomic.Bool
-	until  func() bool
-	ctx    context.Context
-	woken  chan struct{} // the connection's goroutine handed the receive over
-	ready  func() bool
-	ctxEnd <-chan struct{} // the context whose end kicks the receive (registered once per context)
-	ctxOff func() bool
+	busy  atomic.Bool
+	until func() bool
+	ctx   context.Context
+	woken chan struct{} // the connection's goroutine handed the receive over
+	ready func() bool
+	kickT func()   // the transport's Kick
+	kick  ctxWatch // the end of the caller's context calls kickT (under QP.mu; stopped at Destroy)
 }
 
 func (s *qpDrive) isReady() bool { return s.until() || s.ctx.Err() != nil }
@@ -66,21 +67,19 @@ func (q *QP) DriveReceive(ctx context.Context, until func() bool) error {
 	q.mu.Lock()
 	s := q.drive
 	if s == nil {
-		s = &qpDrive{woken: make(chan struct{}, 1)}
+		s = &qpDrive{woken: make(chan struct{}, 1), kickT: d.Kick}
 		s.ready = s.isReady
 		q.drive = s
 	}
-	q.mu.Unlock()
 	if !s.busy.CompareAndSwap(false, true) {
+		q.mu.Unlock()
 		return ErrDriveBusy
 	}
-	defer s.busy.Store(false)
-	if done := ctx.Done(); done != nil && done != s.ctxEnd {
-		if s.ctxOff != nil {
-			s.ctxOff()
-		}
-		s.ctxEnd, s.ctxOff = done, context.AfterFunc(ctx, d.Kick)
+	if !q.destroyed {
+		s.kick.watch(ctx, s.kickT)
 	}
+	q.mu.Unlock()
+	defer s.busy.Store(false)
 	s.until, s.ctx = until, ctx
 	defer func() { s.until, s.ctx = nil, nil }()
 	for {
