@@ -124,7 +124,7 @@ func newConn(qp *rnic.QP, nc net.Conn, cfg Config, p mpa.Params, initiator bool,
 	rs := rxStream(nc)
 	if v, ok := rs.(*vecConn); ok {
 		dc := qp.Device().Config()
-		v.rv.spinState = spinState{spin: dc.ReceiveSpin, quit: c.quit, c: c}
+		v.rv.spinState = spinState{spin: dc.ReceiveSpin, c: c}
 		if dc.WaitDrivesReceive > 0 {
 			c.drv = newRxDrive(c, v, dc.WaitDrivesReceive)
 		}

@@ -29,8 +29,8 @@ type vecConn struct {
 	net.Conn
 	rc  syscall.RawConn
 	rv  readvState
-	d   *rxDrive // set when a CQ waiter may drive the receive: reads go through it
-	one [1][]byte
+	d   *rxDrive  // set when a CQ waiter may drive the receive: reads go through it
+	one [1][]byte // Read's buffer as a vector
 }
 
 // rxStream returns what the receiver's mpa.Reader reads: nc wrapped as a vecConn when it
@@ -80,21 +80,16 @@ func (v *vecConn) ReadVectored(bufs [][]byte) (int, error) {
 	return v.rv.readv(v.rc, bufs)
 }
 
-// Read reads through the driver when there is one.
+// Read reads through the driver when there is one, and with readv (ReadVectored) when
+// the receive spins (readvState's spin).
 func (v *vecConn) Read(p []byte) (int, error) {
-	if v.d != nil {
-		v.d.one[0] = p
-		n, err := v.d.read(v.d.one[:])
-		v.d.one[0] = nil
-		return n, err
+	if v.d == nil && v.rv.spin <= 0 {
+		return v.Conn.Read(p)
 	}
-	if v.rv.spin > 0 { // the spin is readvState's
-		v.one[0] = p
-		n, err := v.rv.readv(v.rc, v.one[:])
-		v.one[0] = nil
-		return n, err
-	}
-	return v.Conn.Read(p)
+	v.one[0] = p
+	n, err := v.ReadVectored(v.one[:]) // through the driver, or readv with its spin
+	v.one[0] = nil
+	return n, err
 }
 
 var _ mpa.VectoredReader = (*vecConn)(nil)

@@ -50,7 +50,6 @@ type rxDrive struct {
 	stop  func()
 	yield func(struct{}) bool
 	bufs  [][]byte
-	one   [1][]byte
 	n     int
 	err   error
 
@@ -209,27 +208,27 @@ func (d *rxDrive) lend() {
 }
 
 // wakeList is the callers waiting for the receive (rnic.ReceiveDriver): each distinct
-// Waker once. A QP has at most three (its two CQs and QP.DriveReceive); a fourth would
-// displace the last, woken at once to ask again.
+// Waker once. A QP has at most three: its send CQ's, its receive CQ's (a CQ drives only
+// the receive of the one QP that uses it) and its QP.DriveReceive's.
 type wakeList struct {
 	w [3]rnic.Waker
 	n int
 }
 
-// add records w; it returns a displaced Waker to wake after d.mu is let go, or nil.
-func (l *wakeList) add(w rnic.Waker) (displaced rnic.Waker) {
+// add records w unless it is there; false when the list is full (a caller beyond the
+// three, through Conn.DriveReceive itself), which is then to be woken at once to ask again.
+func (l *wakeList) add(w rnic.Waker) bool {
 	for _, x := range l.w[:l.n] {
 		if x == w {
-			return nil
+			return true
 		}
 	}
-	if l.n < len(l.w) {
-		l.w[l.n] = w
-		l.n++
-		return nil
+	if l.n == len(l.w) {
+		return false
 	}
-	displaced, l.w[l.n-1] = l.w[l.n-1], w
-	return displaced
+	l.w[l.n] = w
+	l.n++
+	return true
 }
 
 // take empties the list, returning what it held.
@@ -290,22 +289,15 @@ func (d *rxDrive) DriveReceive(ready func() bool, w rnic.Waker) bool {
 	case drvLent:
 		d.owner = drvWait
 		d.gen++
-	case drvOwn:
-		displaced := d.wakes.add(w)
-		first := !d.want.Swap(true)
+	case drvOwn, drvWait: // w is woken once the receive is handed over, or its driver stops
+		kept := d.wakes.add(w)
+		first := d.owner == drvOwn && !d.want.Swap(true)
 		d.mu.Unlock()
 		if first {
 			_ = d.c.nc.SetReadDeadline(time.Unix(1, 0))
 		}
-		if displaced != nil {
-			displaced.Wake()
-		}
-		return false
-	case drvWait: // another goroutine drives it: w is woken when it stops
-		displaced := d.wakes.add(w)
-		d.mu.Unlock()
-		if displaced != nil {
-			displaced.Wake()
+		if !kept {
+			w.Wake()
 		}
 		return false
 	default:

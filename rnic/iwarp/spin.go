@@ -6,9 +6,8 @@ import "time"
 // part of readvState.
 type spinState struct {
 	spin time.Duration
-	end  time.Time       // the end of the current read's spin; zero before it spins
-	quit <-chan struct{} // the connection's end
-	c    *Conn           // its QP counts the spins
+	end  time.Time // the end of the current read's spin; zero before it spins
+	c    *Conn     // its end stops a spin; its QP counts the spins
 }
 
 // start readies the spin for a new read.
@@ -22,10 +21,8 @@ func (s *spinState) spinning() bool {
 	if s.spin <= 0 {
 		return false
 	}
-	select {
-	case <-s.quit:
+	if s.c.quitting() {
 		return false
-	default:
 	}
 	now := time.Now()
 	if s.end.IsZero() {
