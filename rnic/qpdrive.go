@@ -47,9 +47,8 @@ func (s *qpDrive) Wake() {
 // arrived; a condition that something else makes true is seen at the next arrival. Until
 // the receive is handed over, the connection's goroutine may be placing data while until
 // reads it: read polled memory as any RDMA target is read while it may change (a fresh
-// load each time; sync/atomic where the race detector watches). The
-// receive stays with the caller between calls, as with CQ.Wait (WaitDrivesReceive's hold
-// time).
+// load each time; sync/atomic where the race detector watches). The receive stays with
+// the caller between calls, as with CQ.Wait (WaitDrivesReceive's hold time).
 //
 // It returns nil once until reports true, ctx's error when ctx ends first, ErrQPState
 // when the QP's connection has ended (the QP is in Error), ErrNoDriver when the QP's

@@ -35,9 +35,10 @@ func (s *spinState) spinning() bool {
 	return false
 }
 
-// got records that the read found data (after spinning or not).
+// got records that the read found data: a spin's hit when it had spun (end is set only
+// by spinning).
 func (s *spinState) got() {
-	if !s.end.IsZero() && s.spin > 0 {
+	if !s.end.IsZero() {
 		s.count(true)
 	}
 }
