@@ -65,6 +65,7 @@ func (d *Device) CreateCQ(depth int) (*CQ, error) {
 		return nil, ErrInvalidArg
 	}
 	cq := &CQ{dev: d, ring: make([]Completion, depth), ch: make(chan struct{}, 1)}
+	cq.pwCtx.f = cq.ctxDone // made once: a Wait allocates nothing
 	if d.cfg.WaitDrivesReceive > 0 {
 		cq.readyFn = cq.drvReady // made once: DriveReceive's argument
 	}
@@ -242,7 +243,7 @@ func (cq *CQ) takeWaker(ctx context.Context) (pw *pollwake.Waker, again bool) {
 
 // watchCtx makes the end of ctx call ctxDone. Callers pass the same context to Wait after
 // Wait: it registers once per context. The caller holds cq.mu.
-func (cq *CQ) watchCtx(ctx context.Context) { cq.pwCtx.watch(ctx, cq.ctxDone) }
+func (cq *CQ) watchCtx(ctx context.Context) { cq.pwCtx.watch(ctx) }
 
 // ctxDone wakes the Wait blocked on the poller, or driving a receive, when its context
 // ends.

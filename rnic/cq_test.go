@@ -3,6 +3,7 @@ package rnic
 import (
 	"context"
 	"errors"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -99,5 +100,47 @@ func TestWaitWakeups(t *testing.T) {
 	case <-cq.C():
 		t.Fatal("solicited-armed CQ fired for an unsolicited completion")
 	default:
+	}
+}
+
+// TestWaitAllocs: a Wait that blocks and is woken by a completion allocates nothing, with
+// a context that never ends and with one that can (reused Wait after Wait, as a polling
+// loop passes it).
+func TestWaitAllocs(t *testing.T) {
+	_, _, cq := setup(t)
+	req := make(chan struct{})
+	go func() {
+		for range req {
+			// Push once the Wait has blocked, so that the blocking path is the one counted.
+			for end := time.Now().Add(time.Second); time.Now().Before(end); {
+				cq.mu.Lock()
+				blocked := cq.pwBusy
+				cq.mu.Unlock()
+				if blocked {
+					break
+				}
+				runtime.Gosched()
+			}
+			cq.push(&Completion{WRID: 9})
+		}
+	}()
+	defer close(req)
+	cctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var wc [1]Completion
+	for _, ctx := range []context.Context{context.Background(), cctx} {
+		var err error
+		allocs := testing.AllocsPerRun(200, func() {
+			req <- struct{}{}
+			if _, e := cq.Wait(ctx, wc[:]); e != nil {
+				err = e
+			}
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if allocs != 0 {
+			t.Errorf("a blocking Wait allocates %.1f times (context %v)", allocs, ctx)
+		}
 	}
 }

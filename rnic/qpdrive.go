@@ -23,8 +23,7 @@ type qpDrive struct {
 	ctx   context.Context
 	woken chan struct{} // the connection's goroutine handed the receive over
 	ready func() bool
-	kickT func()   // the transport's Kick
-	kick  ctxWatch // the end of the caller's context calls kickT (under QP.mu; stopped at Destroy)
+	kick  ctxWatch // the end of the caller's context calls the transport's Kick (under QP.mu; stopped at Destroy)
 }
 
 func (s *qpDrive) isReady() bool { return s.until() || s.ctx.Err() != nil }
@@ -66,7 +65,7 @@ func (q *QP) DriveReceive(ctx context.Context, until func() bool) error {
 	q.mu.Lock()
 	s := q.drive
 	if s == nil {
-		s = &qpDrive{woken: make(chan struct{}, 1), kickT: d.Kick}
+		s = &qpDrive{woken: make(chan struct{}, 1), kick: ctxWatch{f: d.Kick}}
 		s.ready = s.isReady
 		q.drive = s
 	}
@@ -75,7 +74,7 @@ func (q *QP) DriveReceive(ctx context.Context, until func() bool) error {
 		return ErrDriveBusy
 	}
 	if !q.destroyed {
-		s.kick.watch(ctx, s.kickT)
+		s.kick.watch(ctx)
 	}
 	q.mu.Unlock()
 	defer s.busy.Store(false)
