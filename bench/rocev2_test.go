@@ -78,7 +78,6 @@ func rawUDPGSO(b *testing.B, total int) float64 {
 		b.Fatal(err)
 	}
 	defer tx.Close()
-	const pkt = 4096 + 28
 	got := make(chan [2]int64, 1)
 	go func() {
 		bs := rx.BatchSize()
@@ -107,7 +106,7 @@ func rawUDPGSO(b *testing.B, total int) float64 {
 	}()
 	bufs := make([][]byte, 64)
 	for i := range bufs {
-		bufs[i] = make([]byte, pkt)
+		bufs[i] = make([]byte, rawPkt)
 	}
 	dst := rx.LocalAddr()
 	start := time.Now()

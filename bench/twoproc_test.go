@@ -34,8 +34,8 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// serveProcess is the server process: it prints "iwarp=ADDR tcp=ADDR" and serves until
-// its standard input closes (the client exited).
+// serveProcess is the server process: it prints "iwarp=ADDR tcp=ADDR roce=ADDR udp=ADDR"
+// and serves until its standard input closes (the client exited).
 func serveProcess() int {
 	dev, err := rnic.Open(rnic.Config{})
 	if err != nil {
@@ -106,13 +106,19 @@ func serveProcess() int {
 			}()
 		}
 	}()
-	fmt.Printf("iwarp=%s tcp=%s\n", ln.Addr(), tl.Addr())
+	roce, err := serveRoCE(dev, pd)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	fmt.Printf("iwarp=%s tcp=%s %s\n", ln.Addr(), tl.Addr(), roce)
 	_, _ = io.Copy(io.Discard, os.Stdin)
 	return 0
 }
 
-// serverProcess starts the server process and returns its addresses.
-func serverProcess(b *testing.B) (iw, tcp string) {
+// serverProcess starts the server process and returns its addresses by name (iwarp, tcp,
+// roce, udp).
+func serverProcess(b *testing.B) map[string]string {
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), serverEnv+"=1")
 	cmd.Stderr = os.Stderr
@@ -135,19 +141,17 @@ func serverProcess(b *testing.B) (iw, tcp string) {
 	if err != nil {
 		b.Fatal("server process:", err)
 	}
+	addrs := map[string]string{}
 	for _, f := range strings.Fields(line) {
 		k, v, _ := strings.Cut(f, "=")
-		switch k {
-		case "iwarp":
-			iw = v
-		case "tcp":
-			tcp = v
+		addrs[k] = v
+	}
+	for _, k := range []string{"iwarp", "tcp", "roce", "udp"} {
+		if addrs[k] == "" {
+			b.Fatalf("server process said %q", line)
 		}
 	}
-	if iw == "" || tcp == "" {
-		b.Fatalf("server process said %q", line)
-	}
-	return iw, tcp
+	return addrs
 }
 
 // percentile returns the p-th percentile (0..100) of d (sorted in place), in µs.
@@ -174,7 +178,8 @@ func BenchmarkReadLatency2P(b *testing.B) {
 
 func benchReadLatency2P(b *testing.B, size int, dcfg rnic.Config) {
 	b.StopTimer()
-	iwAddr, tcpAddr := serverProcess(b)
+	addrs := serverProcess(b)
+	iwAddr, tcpAddr := addrs["iwarp"], addrs["tcp"]
 	dev, _ := rnic.Open(dcfg)
 	b.Cleanup(func() { dev.Close() })
 	go func() {

@@ -1,0 +1,282 @@
+package bench
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/softrnic/softrnic/rnic"
+	"github.com/softrnic/softrnic/rnic/rocev2"
+	"github.com/softrnic/softrnic/roce"
+)
+
+// BenchmarkRoCEv2Write2P is BenchmarkRoCEv2Write with the target in the server process
+// (twoproc_test.go), as two programs on one host run it, beside raw UDP GSO datagrams sent
+// to a sink in that process, measured just before and just after.
+//
+// In one process the Go scheduler runs both ends on one thread: each hand-off (the
+// sender's batch, the target's receive, its ACK, the completion, the next post) finds the
+// next goroutine by polling the network from the thread that just parked, so the idle
+// thread is never woken (an execution trace of BenchmarkRoCEv2Write/4KiB has two of these
+// goroutines running at once 0.1 % of the time). Here each end has its own threads, and
+// each hand-off between the ends is a wake-up of another process's thread.
+
+// Server side: a RoCEv2 endpoint with a listener answering with a 1 MiB region open to
+// remote writes, and the raw UDP sink.
+
+// roceConfig is the endpoint configuration of the RoCEv2 benchmarks.
+func roceConfig() *rocev2.Config {
+	cfg := rocev2.DefaultConfig()
+	cfg.MTU = roce.MTU4096
+	cfg.Window = 256
+	return cfg
+}
+
+// serveRoCE starts the server process's RoCEv2 listener and raw UDP sink and returns
+// "roce=ADDR udp=ADDR".
+func serveRoCE(dev *rnic.Device, pd *rnic.PD) (string, error) {
+	cq, err := dev.CreateCQ(4096)
+	if err != nil {
+		return "", err
+	}
+	region := make([]byte, 1<<20)
+	mr, err := pd.RegMR(region, rnic.AccessLocalWrite|rnic.AccessRemoteWrite)
+	if err != nil {
+		return "", err
+	}
+	link, err := rocev2.ListenUDP(netip.MustParseAddrPort("127.0.0.1:0"), &roceUDPOpts)
+	if err != nil {
+		return "", err
+	}
+	ep := rocev2.NewEndpoint(dev, link, roceConfig())
+	ln, err := rocev2.Listen(ep, "127.0.0.1:0", nil)
+	if err != nil {
+		return "", err
+	}
+	pdata := mr.RemoteBuffer(0, len(region)).Append(nil)
+	go func() {
+		for {
+			r, err := ln.Accept(context.Background())
+			if err != nil {
+				return
+			}
+			qp, err := dev.CreateQP(pd, rnic.QPAttr{SendCQ: cq, RecvCQ: cq, Cap: rnic.QPCap{MaxSendWR: 1024, MaxRecvWR: 1024}})
+			if err == nil {
+				_, err = r.Accept(qp, rocev2.ConnParam{PrivateData: pdata})
+			}
+			if err != nil {
+				fmt.Println("accept:", err)
+			}
+		}
+	}()
+	sink, err := rocev2.ListenUDP(netip.MustParseAddrPort("127.0.0.1:0"), &roceUDPOpts)
+	if err != nil {
+		return "", err
+	}
+	go udpSink(sink)
+	return fmt.Sprintf("roce=%s udp=%s", ln.Addr(), sink.LocalAddr()), nil
+}
+
+// The raw sink's protocol: datagrams of rawPkt bytes are data; a datagram of
+// sinkQueryLen bytes asks for the count so far, answered with sinkReplyLen bytes (payload
+// bytes received, big-endian, then the nanoseconds from the first data datagram to the
+// last). The first data datagram after a query starts a new count.
+const (
+	sinkQueryLen = 8
+	sinkReplyLen = 16
+)
+
+func udpSink(l *rocev2.UDPLink) {
+	bs := l.BatchSize()
+	bufs := make([][]byte, bs)
+	for i := range bufs {
+		bufs[i] = make([]byte, rocev2.MaxPacket)
+	}
+	sizes := make([]int, bs)
+	from := make([]netip.AddrPort, bs)
+	var n int64
+	var first, last time.Time
+	queried := true
+	reply := make([]byte, sinkReplyLen)
+	for {
+		k, err := l.Recv(bufs, sizes, from)
+		if err != nil {
+			return
+		}
+		now := time.Now()
+		for i, s := range sizes[:k] {
+			if s == sinkQueryLen {
+				binary.BigEndian.PutUint64(reply, uint64(n))
+				binary.BigEndian.PutUint64(reply[8:], uint64(last.Sub(first)))
+				_ = l.Send([][]byte{reply}, from[i])
+				queried = true
+				continue
+			}
+			if queried {
+				n, first, queried = 0, now, false
+			}
+			n += int64(s) - 28
+			last = now
+		}
+	}
+}
+
+// rawPkt is the size of the raw baselines' datagrams: a 4096-byte payload and 28 bytes of
+// RoCE headers and ICRC.
+const rawPkt = 4096 + 28
+
+// rawUDPGSO2P sends total bytes as rawPkt-byte datagrams to the server process's sink, 64
+// per sendmmsg as rawUDPGSO does, and returns the goodput the sink saw in MB/s.
+func rawUDPGSO2P(b *testing.B, sink netip.AddrPort, total int) float64 {
+	tx, err := rocev2.ListenUDP(netip.MustParseAddrPort("127.0.0.1:0"), &roceUDPOpts)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer tx.Close()
+	bufs := make([][]byte, 64)
+	for i := range bufs {
+		bufs[i] = make([]byte, rawPkt)
+	}
+	for sent := 0; sent < total; {
+		k := min(len(bufs), (total-sent+4095)/4096)
+		if err := tx.Send(bufs[:k], sink); err != nil {
+			b.Fatal(err)
+		}
+		sent += k * 4096
+	}
+	// Ask for the count until an answer comes (a query can be dropped with the data when
+	// the sink's socket buffer is full).
+	answers := make(chan []byte, 1)
+	go func() {
+		rb := [][]byte{make([]byte, rocev2.MaxPacket)}
+		sizes := make([]int, 1)
+		from := make([]netip.AddrPort, 1)
+		for {
+			k, err := tx.Recv(rb, sizes, from)
+			if err != nil {
+				close(answers)
+				return
+			}
+			if k == 1 && sizes[0] == sinkReplyLen {
+				answers <- rb[0][:sinkReplyLen]
+				return
+			}
+		}
+	}()
+	query := [][]byte{make([]byte, sinkQueryLen)}
+	for range 50 {
+		if err := tx.Send(query, sink); err != nil {
+			b.Fatal(err)
+		}
+		select {
+		case r, ok := <-answers:
+			if !ok {
+				b.Fatal("raw UDP sink: no answer")
+			}
+			n, ns := binary.BigEndian.Uint64(r), binary.BigEndian.Uint64(r[8:])
+			if ns == 0 {
+				return 0
+			}
+			return float64(n) / (float64(ns) / 1e9) / 1e6
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	b.Fatal("raw UDP sink: no answer to 50 queries")
+	return 0
+}
+
+func BenchmarkRoCEv2Write2P(b *testing.B) {
+	for _, size := range []int{4 << 10, 64 << 10, 1 << 20} {
+		b.Run(roceSizeName(size), func(b *testing.B) { benchRoCEv2Write2P(b, size) })
+	}
+}
+
+func benchRoCEv2Write2P(b *testing.B, size int) {
+	b.StopTimer()
+	addrs := serverProcess(b)
+	sink := netip.MustParseAddrPort(addrs["udp"])
+	dev, _ := rnic.Open(rnic.Config{})
+	b.Cleanup(func() { dev.Close() })
+	go func() {
+		for range dev.Events() {
+		}
+	}()
+	pd, _ := dev.AllocPD()
+	cq, _ := dev.CreateCQ(4096)
+	qp, err := dev.CreateQP(pd, rnic.QPAttr{SendCQ: cq, RecvCQ: cq, Cap: rnic.QPCap{MaxSendWR: 1024, MaxRecvWR: 1024}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	link, err := rocev2.ListenUDP(netip.MustParseAddrPort("127.0.0.1:0"), &roceUDPOpts)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ep := rocev2.NewEndpoint(dev, link, roceConfig())
+	b.Cleanup(func() {
+		_ = qp.Destroy()
+		_ = ep.Close()
+	})
+	ctx := context.Background()
+	conn, err := rocev2.Dial(ctx, ep, qp, addrs["roce"], nil, rocev2.ConnParam{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	rb, err := rnic.ParseRemoteBuffer(conn.PrivateData())
+	if err != nil {
+		b.Fatal(err)
+	}
+	if int(rb.Len) < size {
+		b.Fatalf("server region %d bytes, want %d", rb.Len, size)
+	}
+	src := make([]byte, size)
+	smr, _ := pd.RegMR(src, rnic.AccessLocalWrite)
+	wr := rnic.SendWR{Opcode: rnic.OpWrite, Flags: rnic.Signaled, SGL: []rnic.SGE{smr.SGE(0, size)},
+		RemoteAddr: rb.Addr, RKey: rb.RKey}
+	wc := make([]rnic.Completion, 64)
+	const depth = 64
+	run := func(n int) error {
+		posted, done := 0, 0
+		for done < n {
+			for posted < n && posted-done < depth {
+				if err := qp.PostSend(&wr); err != nil {
+					return err
+				}
+				posted++
+			}
+			k, err := cq.Wait(ctx, wc)
+			if err != nil {
+				return err
+			}
+			for _, c := range wc[:k] {
+				if c.Status != rnic.StatusSuccess {
+					return errors.New("WRITE: " + c.Status.String())
+				}
+			}
+			done += k
+		}
+		return nil
+	}
+	if err := run(depth); err != nil { // warm up
+		b.Fatal(err)
+	}
+	raw := rawUDPGSO2P(b, sink, 256<<20)
+	b.SetBytes(int64(size))
+	b.ReportAllocs()
+	b.StartTimer()
+	start := time.Now()
+	if err := run(b.N); err != nil {
+		b.Fatal(err)
+	}
+	el := time.Since(start)
+	b.StopTimer()
+	raw = (raw + rawUDPGSO2P(b, sink, 256<<20)) / 2
+	mbs := float64(b.N) * float64(size) / el.Seconds() / 1e6
+	b.ReportMetric(raw, "raw-MB/s")
+	if raw > 0 {
+		b.ReportMetric(mbs/raw, "ratio")
+	}
+}
