@@ -137,63 +137,65 @@ func rawUDPGSO(b *testing.B, total int) float64 {
 // (raw-MB/s, their mean; ratio = RoCEv2 / raw).
 func BenchmarkRoCEv2Write(b *testing.B) {
 	for _, size := range []int{4 << 10, 64 << 10, 1 << 20} {
-		b.Run(roceSizeName(size), func(b *testing.B) {
-			cli, srv := roceConnect(b)
-			defer cli.close()
-			defer srv.close()
-			src := make([]byte, size)
-			dst := make([]byte, size)
-			smr, _ := cli.pd.RegMR(src, rnic.AccessLocalWrite)
-			dmr, _ := srv.pd.RegMR(dst, rnic.AccessLocalWrite|rnic.AccessRemoteWrite)
-			wr := rnic.SendWR{Opcode: rnic.OpWrite, Flags: rnic.Signaled, SGL: []rnic.SGE{smr.SGE(0, size)},
-				RemoteAddr: dmr.Addr(), RKey: dmr.RKey()}
-			wc := make([]rnic.Completion, 64)
-			const depth = 64
-			// warm up
-			for i := 0; i < depth; i++ {
-				if err := cli.qp.PostSend(&wr); err != nil {
-					b.Fatal(err)
-				}
+		b.Run(roceSizeName(size), func(b *testing.B) { benchRoCEv2Write(b, size) })
+	}
+}
+
+func benchRoCEv2Write(b *testing.B, size int) {
+	cli, srv := roceConnect(b)
+	defer cli.close()
+	defer srv.close()
+	src := make([]byte, size)
+	dst := make([]byte, size)
+	smr, _ := cli.pd.RegMR(src, rnic.AccessLocalWrite)
+	dmr, _ := srv.pd.RegMR(dst, rnic.AccessLocalWrite|rnic.AccessRemoteWrite)
+	wr := rnic.SendWR{Opcode: rnic.OpWrite, Flags: rnic.Signaled, SGL: []rnic.SGE{smr.SGE(0, size)},
+		RemoteAddr: dmr.Addr(), RKey: dmr.RKey()}
+	wc := make([]rnic.Completion, 64)
+	const depth = 64
+	// warm up
+	for i := 0; i < depth; i++ {
+		if err := cli.qp.PostSend(&wr); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for n := 0; n < depth; {
+		k, _ := cli.cq.Wait(b.Context(), wc)
+		n += k
+	}
+	raw := rawUDPGSO(b, 256<<20)
+	b.SetBytes(int64(size))
+	b.ReportAllocs()
+	b.ResetTimer()
+	start := time.Now()
+	posted, done := 0, 0
+	for done < b.N {
+		for posted < b.N && posted-done < depth {
+			if err := cli.qp.PostSend(&wr); err != nil {
+				b.Fatal(err)
 			}
-			for n := 0; n < depth; {
-				k, _ := cli.cq.Wait(b.Context(), wc)
-				n += k
+			posted++
+		}
+		k, err := cli.cq.Wait(b.Context(), wc)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, c := range wc[:k] {
+			if c.Status != rnic.StatusSuccess {
+				b.Fatalf("completion %+v", c)
 			}
-			raw := rawUDPGSO(b, 256<<20)
-			b.SetBytes(int64(size))
-			b.ReportAllocs()
-			b.ResetTimer()
-			start := time.Now()
-			posted, done := 0, 0
-			for done < b.N {
-				for posted < b.N && posted-done < depth {
-					if err := cli.qp.PostSend(&wr); err != nil {
-						b.Fatal(err)
-					}
-					posted++
-				}
-				k, err := cli.cq.Wait(b.Context(), wc)
-				if err != nil {
-					b.Fatal(err)
-				}
-				for _, c := range wc[:k] {
-					if c.Status != rnic.StatusSuccess {
-						b.Fatalf("completion %+v", c)
-					}
-				}
-				done += k
-			}
-			el := time.Since(start)
-			b.StopTimer()
-			// The raw baseline is measured before and after the RoCE run and
-			// averaged, so a load change during the run affects both sides.
-			raw = (raw + rawUDPGSO(b, 256<<20)) / 2
-			mbs := float64(b.N) * float64(size) / el.Seconds() / 1e6
-			b.ReportMetric(raw, "raw-MB/s")
-			if raw > 0 {
-				b.ReportMetric(mbs/raw, "ratio")
-			}
-		})
+		}
+		done += k
+	}
+	el := time.Since(start)
+	b.StopTimer()
+	// The raw baseline is measured before and after the RoCE run and
+	// averaged, so a load change during the run affects both sides.
+	raw = (raw + rawUDPGSO(b, 256<<20)) / 2
+	mbs := float64(b.N) * float64(size) / el.Seconds() / 1e6
+	b.ReportMetric(raw, "raw-MB/s")
+	if raw > 0 {
+		b.ReportMetric(mbs/raw, "ratio")
 	}
 }
 

@@ -1,0 +1,58 @@
+package bench
+
+import (
+	"flag"
+	"testing"
+
+	"github.com/softrnic/softrnic/rnic"
+)
+
+// TestDataPathAllocs runs the data-path benchmarks for 2,000 operations each and fails on
+// any allocation per operation (issue 14: "0 allocs/op stays on every data-path
+// benchmark"). Only what runs with the benchmark's timer on is counted: the operations,
+// not set-up or the raw baselines.
+func TestDataPathAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("allocation counts are not checked under the race detector (its instrumentation allocates)")
+	}
+	if testing.Short() {
+		t.Skip("-short: the benchmarks take a few seconds")
+	}
+	bt := flag.Lookup("test.benchtime")
+	old := bt.Value.String()
+	if err := flag.Set("test.benchtime", "2000x"); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = flag.Set("test.benchtime", old) }()
+	type benchCase struct {
+		name string
+		f    func(b *testing.B)
+	}
+	cases := []benchCase{
+		{"Latency/nocrc/64B", func(b *testing.B) { benchLatency(b, false, 64, rnic.Config{}) }},
+		{"Latency/crc/64B", func(b *testing.B) { benchLatency(b, true, 64, rnic.Config{}) }},
+		{"Latency/drive/64B", func(b *testing.B) {
+			benchLatency(b, false, 64, rnic.Config{WaitDrivesReceive: driveHold})
+		}},
+		{"RoCEv2Write/4KiB", func(b *testing.B) { benchRoCEv2Write(b, 4<<10) }},
+	}
+	for _, crc := range []bool{false, true} {
+		for _, n := range []int{64, 64 << 10} {
+			name := crcName(crc) + "/" + sizeName(n)
+			cases = append(cases,
+				benchCase{"Write/" + name, func(b *testing.B) { benchOneSided(b, rnic.OpWrite, crc, n) }},
+				benchCase{"Read/" + name, func(b *testing.B) { benchOneSided(b, rnic.OpRead, crc, n) }},
+				benchCase{"Send/" + name, func(b *testing.B) { benchSend(b, crc, n) }})
+		}
+	}
+	for _, c := range cases {
+		r := testing.Benchmark(c.f)
+		if r.N == 0 {
+			t.Errorf("%s: the benchmark failed", c.name)
+			continue
+		}
+		if a := r.AllocsPerOp(); a != 0 {
+			t.Errorf("%s: %d allocs/op (%d B/op) over %d operations", c.name, a, r.AllocedBytesPerOp(), r.N)
+		}
+	}
+}
