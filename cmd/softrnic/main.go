@@ -6,6 +6,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"runtime/pprof"
 
 	"github.com/softrnic/softrnic/internal/daemon"
 	"github.com/softrnic/softrnic/internal/datconf"
@@ -54,6 +55,33 @@ func usage() {
 	for _, c := range commands {
 		fmt.Fprintf(os.Stderr, "  %-11s %s\n", c.name, c.summary)
 	}
+	fmt.Fprintf(os.Stderr, "\nenvironment:\n  %s=file  write a CPU profile of the command to file (go tool pprof)\n", profileEnv)
+}
+
+// profileEnv names the file a command's CPU profile is written to (runtime/pprof), for
+// finding where the time goes where only the binary runs (the interop guest, a user's host).
+const profileEnv = "SOFTRNIC_CPUPROFILE"
+
+// profiled runs main with args, under a CPU profile when profileEnv is set.
+func profiled(main func([]string) int, args []string) int {
+	path := os.Getenv(profileEnv)
+	if path == "" {
+		return main(args)
+	}
+	f, err := os.Create(path)
+	if err == nil {
+		err = pprof.StartCPUProfile(f)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "softrnic: %s: %v\n", profileEnv, err)
+		return 1
+	}
+	code := main(args)
+	pprof.StopCPUProfile()
+	if err := f.Close(); err != nil {
+		fmt.Fprintf(os.Stderr, "softrnic: %s: %v\n", profileEnv, err)
+	}
+	return code
 }
 
 func main() {
@@ -66,7 +94,7 @@ func main() {
 	}
 	for _, c := range commands {
 		if c.name == os.Args[1] {
-			os.Exit(c.main(os.Args[2:]))
+			os.Exit(profiled(c.main, os.Args[2:]))
 		}
 	}
 	fmt.Fprintf(os.Stderr, "softrnic: unknown command %q\n", os.Args[1])
