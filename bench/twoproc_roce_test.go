@@ -3,7 +3,6 @@ package bench
 import (
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"net/netip"
 	"testing"
@@ -11,7 +10,6 @@ import (
 
 	"github.com/softrnic/softrnic/rnic"
 	"github.com/softrnic/softrnic/rnic/rocev2"
-	"github.com/softrnic/softrnic/roce"
 )
 
 // BenchmarkRoCEv2Write2P is BenchmarkRoCEv2Write with the target in the server process
@@ -27,14 +25,6 @@ import (
 
 // Server side: a RoCEv2 endpoint with a listener answering with a 1 MiB region open to
 // remote writes, and the raw UDP sink.
-
-// roceConfig is the endpoint configuration of the RoCEv2 benchmarks.
-func roceConfig() *rocev2.Config {
-	cfg := rocev2.DefaultConfig()
-	cfg.MTU = roce.MTU4096
-	cfg.Window = 256
-	return cfg
-}
 
 // serveRoCE starts the server process's RoCEv2 listener and raw UDP sink and returns
 // "roce=ADDR udp=ADDR".
@@ -236,47 +226,5 @@ func benchRoCEv2Write2P(b *testing.B, size int) {
 	smr, _ := pd.RegMR(src, rnic.AccessLocalWrite)
 	wr := rnic.SendWR{Opcode: rnic.OpWrite, Flags: rnic.Signaled, SGL: []rnic.SGE{smr.SGE(0, size)},
 		RemoteAddr: rb.Addr, RKey: rb.RKey}
-	wc := make([]rnic.Completion, 64)
-	const depth = 64
-	run := func(n int) error {
-		posted, done := 0, 0
-		for done < n {
-			for posted < n && posted-done < depth {
-				if err := qp.PostSend(&wr); err != nil {
-					return err
-				}
-				posted++
-			}
-			k, err := cq.Wait(ctx, wc)
-			if err != nil {
-				return err
-			}
-			for _, c := range wc[:k] {
-				if c.Status != rnic.StatusSuccess {
-					return errors.New("WRITE: " + c.Status.String())
-				}
-			}
-			done += k
-		}
-		return nil
-	}
-	if err := run(depth); err != nil { // warm up
-		b.Fatal(err)
-	}
-	raw := rawUDPGSO2P(b, sink, 256<<20)
-	b.SetBytes(int64(size))
-	b.ReportAllocs()
-	b.StartTimer()
-	start := time.Now()
-	if err := run(b.N); err != nil {
-		b.Fatal(err)
-	}
-	el := time.Since(start)
-	b.StopTimer()
-	raw = (raw + rawUDPGSO2P(b, sink, 256<<20)) / 2
-	mbs := float64(b.N) * float64(size) / el.Seconds() / 1e6
-	b.ReportMetric(raw, "raw-MB/s")
-	if raw > 0 {
-		b.ReportMetric(mbs/raw, "ratio")
-	}
+	roceWriteRun(b, qp, cq, &wr, size, func() float64 { return rawUDPGSO2P(b, sink, 256<<20) })
 }
