@@ -72,6 +72,38 @@ func roceConnect(b *testing.B) (cli, srv *roceEnd) {
 	return
 }
 
+// The raw baselines' datagrams: a 4096-byte payload and rawHdr bytes of RoCE headers and
+// ICRC, rawPkt in all.
+const (
+	rawHdr = 28
+	rawPkt = 4096 + rawHdr
+)
+
+// sendRaw sends total bytes of payload to dst as rawPkt-byte datagrams, 64 per Send
+// (sendmmsg, GSO).
+func sendRaw(b *testing.B, tx *rocev2.UDPLink, dst netip.AddrPort, total int) {
+	bufs := make([][]byte, 64)
+	for i := range bufs {
+		bufs[i] = make([]byte, rawPkt)
+	}
+	for sent := 0; sent < total; {
+		k := min(len(bufs), (total-sent+4095)/4096)
+		if err := tx.Send(bufs[:k], dst); err != nil {
+			b.Fatal(err)
+		}
+		sent += k * 4096
+	}
+}
+
+// recvBatch makes the buffers of a Recv of up to n datagrams.
+func recvBatch(n int) (bufs [][]byte, sizes []int, from []netip.AddrPort) {
+	bufs = make([][]byte, n)
+	for i := range bufs {
+		bufs[i] = make([]byte, rocev2.MaxPacket)
+	}
+	return bufs, make([]int, n), make([]netip.AddrPort, n)
+}
+
 // rawUDPGSO measures loopback UDP goodput for total bytes sent as
 // RoCE-sized datagrams (4096 B payload + 28 B of BTH/RETH/ICRC) through the
 // same GSO/GRO socket code, without the transport: the ceiling for RoCEv2.
@@ -87,13 +119,7 @@ func rawUDPGSO(b *testing.B, total int) float64 {
 	defer tx.Close()
 	got := make(chan [2]int64, 1)
 	go func() {
-		bs := rx.BatchSize()
-		bufs := make([][]byte, bs)
-		for i := range bufs {
-			bufs[i] = make([]byte, rocev2.MaxPacket)
-		}
-		sizes := make([]int, bs)
-		from := make([]netip.AddrPort, bs)
+		bufs, sizes, from := recvBatch(rx.BatchSize())
 		var n, last int64
 		start := time.Now()
 		for {
@@ -102,7 +128,7 @@ func rawUDPGSO(b *testing.B, total int) float64 {
 				break
 			}
 			for _, s := range sizes[:k] {
-				n += int64(s) - 28
+				n += int64(s - rawHdr)
 			}
 			last = int64(time.Since(start))
 			if n >= int64(total) {
@@ -111,19 +137,8 @@ func rawUDPGSO(b *testing.B, total int) float64 {
 		}
 		got <- [2]int64{n, last}
 	}()
-	bufs := make([][]byte, 64)
-	for i := range bufs {
-		bufs[i] = make([]byte, rawPkt)
-	}
-	dst := rx.LocalAddr()
 	start := time.Now()
-	for sent := 0; sent < total; {
-		k := min(len(bufs), (total-sent+4095)/4096)
-		if err := tx.Send(bufs[:k], dst); err != nil {
-			b.Fatal(err)
-		}
-		sent += k * 4096
-	}
+	sendRaw(b, tx, rx.LocalAddr(), total)
 	var r [2]int64
 	select {
 	case r = <-got:
