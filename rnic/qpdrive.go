@@ -15,8 +15,8 @@ var ErrNoDriver = errors.New("rnic: the QP's receive cannot be driven by its cal
 var ErrDriveBusy = errors.New("rnic: another DriveReceive of the QP is running")
 
 // qpDrive is the state of a QP's DriveReceive, made at its first call, and its Waker. The
-// ready and kick functions are method values made once (a QP's transport does not change
-// once attached), so that a call allocates nothing.
+// ready function and the kick's (the transport's Kick) are method values made once (a QP's
+// transport does not change once attached), so that a call allocates nothing.
 type qpDrive struct {
 	busy  atomic.Bool
 	until func() bool
