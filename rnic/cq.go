@@ -232,7 +232,7 @@ func (cq *CQ) takeWaker(ctx context.Context) (pw *pollwake.Waker, again bool) {
 		cq.drvHanded = false
 		return nil, true
 	}
-	cq.watchCtx(ctx)
+	cq.pwCtx.watch(ctx) // its end calls ctxDone
 	if ctx.Err() != nil {
 		return nil, false // the channel path returns it
 	}
@@ -240,10 +240,6 @@ func (cq *CQ) takeWaker(ctx context.Context) (pw *pollwake.Waker, again bool) {
 	cq.pw.Arm()
 	return cq.pw, false
 }
-
-// watchCtx makes the end of ctx call ctxDone. Callers pass the same context to Wait after
-// Wait: it registers once per context. The caller holds cq.mu.
-func (cq *CQ) watchCtx(ctx context.Context) { cq.pwCtx.watch(ctx) }
 
 // ctxDone wakes the Wait blocked on the poller, or driving a receive, when its context
 // ends.

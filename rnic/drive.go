@@ -86,7 +86,7 @@ func (cq *CQ) takeDriver(ctx context.Context) ReceiveDriver {
 		return nil
 	}
 	cq.drvT = t
-	cq.watchCtx(ctx)
+	cq.pwCtx.watch(ctx) // its end calls ctxDone
 	if ctx.Err() != nil {
 		return nil
 	}
