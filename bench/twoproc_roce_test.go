@@ -118,7 +118,7 @@ func rawUDPGSO2P(b *testing.B, sink netip.AddrPort, total int) float64 {
 		b.Fatal(err)
 	}
 	defer tx.Close()
-	sendRaw(b, tx, sink, total)
+	sendRaw(b, tx, sink, total, nil)
 	// Ask for the count until an answer comes (a query can be dropped with the data when
 	// the sink's socket buffer is full).
 	answers := make(chan []byte, 1)
@@ -205,5 +205,5 @@ func benchRoCEv2Write2P(b *testing.B, size int) {
 	smr, _ := pd.RegMR(src, rnic.AccessLocalWrite)
 	wr := rnic.SendWR{Opcode: rnic.OpWrite, Flags: rnic.Signaled, SGL: []rnic.SGE{smr.SGE(0, size)},
 		RemoteAddr: rb.Addr, RKey: rb.RKey}
-	roceWriteRun(b, qp, cq, &wr, size, func() float64 { return rawUDPGSO2P(b, sink, 256<<20) })
+	roceWriteRun(b, qp, cq, &wr, size, func() float64 { return rawUDPGSO2P(b, sink, 256<<20) }, nil)
 }
