@@ -35,6 +35,7 @@ func TestDataPathAllocs(t *testing.T) {
 			benchLatency(b, false, 64, rnic.Config{WaitDrivesReceive: driveHold})
 		}},
 		{"RoCEv2Write/4KiB", func(b *testing.B) { benchRoCEv2Write(b, 4<<10) }},
+		{"RoCEv2Latency", BenchmarkRoCEv2Latency},
 	}
 	for _, crc := range []bool{false, true} {
 		for _, n := range []int{64, 64 << 10} {

@@ -147,12 +147,15 @@ var pages = []page{
 	{name: "ops", file: "OPS.md", title: "Every operation and size",
 		intro: "RDMA WRITE, READ and SEND over one iWARP connection on loopback (MPA rev 2, CRC off and on, 256 in\n" +
 			"flight, every 32nd signaled) beside `Write`s of the same size on a loopback TCP connection in the\n" +
-			"same run; the 64 B SEND ping-pong beside a TCP ping-pong; RoCEv2 RC WRITE beside raw UDP GSO/GRO\n" +
+			"same run; the 64 B SEND ping-pong beside a TCP ping-pong, over RoCEv2 beside a UDP ping-pong; RoCEv2\n" +
+			"RC WRITE beside raw UDP GSO/GRO\n" +
 			"datagrams of the same socket code. See README.md for what each benchmark does. Medians over the\n" +
 			"runs, with ranges; B/op and allocs/op are the highest run's.",
 		runs: []run{
 			{regexp: `^Benchmark(Write|Read|Send)$`, benchtime: "1s", cols: tcpCols, title: "iWARP WRITE, READ and SEND ÷ raw TCP"},
 			{regexp: `^BenchmarkLatency$`, benchtime: "20000x", cols: rttCols, title: "64 B SEND ping-pong round trip"},
+			{regexp: `^BenchmarkRoCEv2Latency$`, benchtime: "20000x", title: "RoCEv2 64 B SEND ping-pong round trip",
+				cols: []col{{"ns/op", "RoCEv2 RTT ns"}, {"udp-ns/op", "UDP RTT ns"}, {"x-udp", "UDP RTT ÷ RoCEv2 RTT"}, {"allocs/op", "allocs/op"}}},
 			{regexp: `^BenchmarkRoCEv2Write$`, benchtime: "1s", title: "RoCEv2 RC WRITE ÷ raw UDP GSO",
 				cols: []col{{"MB/s", "RoCEv2 MB/s"}, {"raw-MB/s", "raw UDP MB/s"}, {"ratio", "÷ raw UDP"},
 					{"framed-MB/s", "raw UDP, the WRITE's datagram sizes, MB/s"}, {"framed-ratio", "÷ that"}, {"allocs/op", "allocs/op"}}},

@@ -83,6 +83,15 @@ type viewLink interface {
 	recvView(bufs [][]byte, sizes []int, from []netip.AddrPort) (int, error)
 }
 
+// eachLink is a Link whose receive can run as a loop inside one wait on its socket
+// (UDPLink): recvEach calls fn with each batch recvView would return, until the link
+// closes (ErrLinkClosed) or fails, and after a batch that found the socket drained it
+// waits for the poller without first reading the socket empty. The endpoint's receive
+// loop uses it.
+type eachLink interface {
+	recvEach(bufs [][]byte, sizes []int, from []netip.AddrPort, fn func(n int)) error
+}
+
 // gatherLink is a Link that sends packets given in parts: packet i is head[i], body[i]
 // and tail[i] in that order (body and tail may be nil or empty). Connections send a
 // request's payload straight from registered memory through it (UDPLink: the parts are

@@ -41,36 +41,7 @@ func (e *Endpoint) recvLoop(link Link, input func(r *rxCtx, b []byte, from, loca
 	}
 	var backoff time.Duration
 	var delay *time.Timer
-	for {
-		n, err := recv(bufs, sizes, from)
-		if err != nil {
-			if errors.Is(err, ErrLinkClosed) || errors.Is(err, net.ErrClosed) || e.closed.Load() {
-				return
-			}
-			e.RecvErrors.Add(1)
-			if !temporary(err) {
-				e.failLink(err)
-				return
-			}
-			if backoff == 0 {
-				e.log.Warn("rocev2: link receive failing; retrying with back-off", "link", local, "err", err)
-				backoff = recvBackoffMin
-			} else {
-				backoff = min(2*backoff, recvBackoffMax)
-			}
-			if delay == nil {
-				delay = time.NewTimer(backoff)
-			} else {
-				delay.Reset(backoff)
-			}
-			select {
-			case <-delay.C:
-			case <-e.quit:
-				delay.Stop()
-				return
-			}
-			continue
-		}
+	batch := func(n int) {
 		if backoff != 0 {
 			e.log.Info("rocev2: link receive recovered", "link", local)
 			backoff = 0
@@ -84,6 +55,44 @@ func (e *Endpoint) recvLoop(link Link, input func(r *rxCtx, b []byte, from, loca
 			case e.batchCh <- struct{}{}:
 			default:
 			}
+		}
+	}
+	each, _ := link.(eachLink)
+	for {
+		var err error
+		if each != nil {
+			err = each.recvEach(bufs, sizes, from, batch)
+		} else {
+			var n int
+			if n, err = recv(bufs, sizes, from); err == nil {
+				batch(n)
+				continue
+			}
+		}
+		if errors.Is(err, ErrLinkClosed) || errors.Is(err, net.ErrClosed) || e.closed.Load() {
+			return
+		}
+		e.RecvErrors.Add(1)
+		if !temporary(err) {
+			e.failLink(err)
+			return
+		}
+		if backoff == 0 {
+			e.log.Warn("rocev2: link receive failing; retrying with back-off", "link", local, "err", err)
+			backoff = recvBackoffMin
+		} else {
+			backoff = min(2*backoff, recvBackoffMax)
+		}
+		if delay == nil {
+			delay = time.NewTimer(backoff)
+		} else {
+			delay.Reset(backoff)
+		}
+		select {
+		case <-delay.C:
+		case <-e.quit:
+			delay.Stop()
+			return
 		}
 	}
 }

@@ -2,9 +2,13 @@ package rocev2
 
 import (
 	"bytes"
+	"encoding/binary"
+	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net/netip"
 	"testing"
+	"time"
 
 	"github.com/softrnic/softrnic/rnic"
 	"github.com/softrnic/softrnic/roce"
@@ -266,6 +270,88 @@ func TestUDPGatherSend(t *testing.T) {
 			if e := cli.ep.ICRCErrors.Load() + srv.ep.ICRCErrors.Load(); e != 0 {
 				t.Fatalf("%d ICRC errors", e)
 			}
+		})
+	}
+}
+
+// TestUDPRecvEach: the receive loop that waits for the poller after a short batch
+// (recvEach) gets every datagram of bursts sent with pauses between them, in order,
+// with and without GRO, and returns ErrLinkClosed when the link is closed under it.
+func TestUDPRecvEach(t *testing.T) {
+	for _, gro := range []bool{false, true} {
+		t.Run(fmt.Sprintf("gro=%v", gro), func(t *testing.T) {
+			o := UDPOptions{GSO: gro, GRO: gro}
+			tx, err := ListenUDP(netip.MustParseAddrPort("127.0.0.1:0"), &o)
+			if err != nil {
+				t.Skip("no UDP socket:", err)
+			}
+			defer tx.Close()
+			rx, err := ListenUDP(netip.MustParseAddrPort("127.0.0.1:0"), &o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var el eachLink = rx
+			const total = 3000
+			go func() {
+				rnd := rand.New(rand.NewPCG(1, uint64(len(t.Name()))))
+				for sent := 0; sent < total; {
+					k := min(total-sent, 1+rnd.IntN(12))
+					bufs := make([][]byte, k)
+					for i := range bufs {
+						bufs[i] = make([]byte, 200)
+						binary.BigEndian.PutUint32(bufs[i], uint32(sent+i))
+					}
+					if err := tx.Send(bufs, rx.LocalAddr()); err != nil {
+						return
+					}
+					sent += k
+					if rnd.IntN(4) == 0 {
+						time.Sleep(time.Duration(rnd.IntN(200)) * time.Microsecond) // let the receiver drain and wait
+					}
+				}
+			}()
+			bufs := make([][]byte, 8)
+			for i := range bufs {
+				bufs[i] = make([]byte, MaxPacket)
+			}
+			sizes := make([]int, len(bufs))
+			from := make([]netip.AddrPort, len(bufs))
+			next, batches := 0, 0
+			all := make(chan struct{})
+			done := make(chan error, 1)
+			go func() {
+				done <- el.recvEach(bufs, sizes, from, func(n int) {
+					batches++
+					for i := range n {
+						if sizes[i] != 200 || from[i] != tx.LocalAddr() {
+							t.Errorf("datagram %d: %d bytes from %v", next, sizes[i], from[i])
+						}
+						if got := int(binary.BigEndian.Uint32(bufs[i])); got != next {
+							t.Errorf("datagram %d, want %d", got, next)
+							next = got
+						}
+						next++
+					}
+					if next == total {
+						close(all)
+					}
+				})
+			}()
+			select {
+			case <-all:
+			case <-time.After(20 * time.Second):
+				t.Errorf("received %d of %d datagrams", next, total)
+			}
+			_ = rx.Close()
+			select {
+			case err := <-done:
+				if !errors.Is(err, ErrLinkClosed) {
+					t.Fatalf("recvEach after Close: %v, want ErrLinkClosed", err)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("recvEach did not return after Close")
+			}
+			t.Logf("%d datagrams in %d batches", next, batches)
 		})
 	}
 }

@@ -72,6 +72,8 @@ type UDPLink struct {
 
 	// preallocated syscall closures (a closure passed to RawConn escapes)
 	sendFn, recvFn func(fd uintptr) bool
+	eachFn         func(fd uintptr) bool
+	each           eachState
 	sHdr           []unix.Mmsghdr
 	sErr           syscall.Errno // first datagram the kernel refused in a sendmmsg
 	idFix          []idFix       // ICRCs fixed for their GSO segment's IP ID, undone after the send
@@ -162,6 +164,7 @@ func (l *UDPLink) init(n int) {
 	}
 	l.sendFn = l.doSend
 	l.recvFn = l.doRecv
+	l.eachFn = l.doEach
 }
 
 // GSO reports whether UDP GSO is in use.
@@ -431,6 +434,17 @@ func (l *UDPLink) Recv(bufs [][]byte, sizes []int, from []netip.AddrPort) (int, 
 	if l.gro {
 		return l.recvGRO(bufs, sizes, from, false)
 	}
+	got, err := l.recvmmsg(l.prepPlain(bufs))
+	if err != nil {
+		return 0, err
+	}
+	l.donePlain(got, sizes, from)
+	return got, nil
+}
+
+// prepPlain sets the receive headers for datagrams straight into bufs (no GRO) and
+// returns how many recvmmsg may fill.
+func (l *UDPLink) prepPlain(bufs [][]byte) int {
 	n := min(len(bufs), len(l.rhdr))
 	for i := range n {
 		l.riov[i].Base = &bufs[i][:cap(bufs[i])][0]
@@ -441,15 +455,15 @@ func (l *UDPLink) Recv(bufs [][]byte, sizes []int, from []netip.AddrPort) (int, 
 		l.rhdr[i].Hdr.Iov = &l.riov[i]
 		l.rhdr[i].Hdr.SetIovlen(1)
 	}
-	got, err := l.recvmmsg(n)
-	if err != nil {
-		return 0, err
-	}
+	return n
+}
+
+// donePlain reports the sizes and sources of the got datagrams of a prepPlain receive.
+func (l *UDPLink) donePlain(got int, sizes []int, from []netip.AddrPort) {
 	for i := range got {
 		sizes[i] = int(l.rhdr[i].Len)
 		from[i] = sockaddrToAddrPort(&l.rname[i])
 	}
-	return got, nil
 }
 
 // recvView implements viewLink: with GRO, each packet is handed out as a view of the
@@ -497,56 +511,141 @@ func (l *UDPLink) recvmmsg(n int) (int, error) {
 
 // recvGRO is Recv with GRO; view: recvView.
 func (l *UDPLink) recvGRO(bufs [][]byte, sizes []int, from []netip.AddrPort, view bool) (int, error) {
-	out := 0
-	// hand out pending segments first
 	for {
-		for out < len(bufs) {
-			if len(l.pend) == 0 {
-				if l.pendMsg+1 >= l.pendN {
-					break
-				}
-				l.pendMsg++
-				l.nextGRO()
-				continue
-			}
-			k := min(l.pendSeg, len(l.pend))
-			if view {
-				bufs[out], sizes[out] = l.pend[:k:k], k
-			} else {
-				sizes[out] = copy(bufs[out][:cap(bufs[out])], l.pend[:k])
-			}
-			from[out] = l.pendFrom
-			l.pend = l.pend[k:]
-			out++
-		}
-		if out > 0 {
+		if out := l.takeGRO(bufs, sizes, from, view); out > 0 {
 			return out, nil
-		}
-		n := len(l.gbuf)
-		cs := unix.CmsgSpace(4)
-		for i := range n {
-			l.riov[i].Base = &l.gbuf[i][0]
-			l.riov[i].SetLen(groBufLen)
-			l.rhdr[i] = unix.Mmsghdr{}
-			l.rhdr[i].Hdr.Name = (*byte)(unsafe.Pointer(&l.rname[i]))
-			l.rhdr[i].Hdr.Namelen = unix.SizeofSockaddrInet6
-			l.rhdr[i].Hdr.Iov = &l.riov[i]
-			l.rhdr[i].Hdr.SetIovlen(1)
-			l.rhdr[i].Hdr.Control = &l.rctl[i*cs]
-			l.rhdr[i].Hdr.SetControllen(cs)
 		}
 		// Every coalesced datagram waiting, up to the GRO buffers: one receive batch
 		// then carries up to len(bufs) packets, so the transport's per-batch work (its
 		// coalesced ACKs) is spread over more packets.
-		got, err := l.recvmmsg(n)
+		got, err := l.recvmmsg(l.prepGRO())
 		if err != nil {
 			return 0, err
 		}
-		if got == 0 {
+		if got > 0 {
+			l.pendMsg, l.pendN = 0, got
+			l.nextGRO()
+		}
+	}
+}
+
+// takeGRO hands out up to len(bufs) packets of the GRO datagrams received and not yet
+// handed out (view: as views of the link's buffers) and returns how many.
+func (l *UDPLink) takeGRO(bufs [][]byte, sizes []int, from []netip.AddrPort, view bool) int {
+	out := 0
+	for out < len(bufs) {
+		if len(l.pend) == 0 {
+			if l.pendMsg+1 >= l.pendN {
+				break
+			}
+			l.pendMsg++
+			l.nextGRO()
 			continue
 		}
-		l.pendMsg, l.pendN = 0, got
-		l.nextGRO()
+		k := min(l.pendSeg, len(l.pend))
+		if view {
+			bufs[out], sizes[out] = l.pend[:k:k], k
+		} else {
+			sizes[out] = copy(bufs[out][:cap(bufs[out])], l.pend[:k])
+		}
+		from[out] = l.pendFrom
+		l.pend = l.pend[k:]
+		out++
+	}
+	return out
+}
+
+// prepGRO sets the receive headers for datagrams into the GRO buffers and returns how
+// many recvmmsg may fill.
+func (l *UDPLink) prepGRO() int {
+	n := len(l.gbuf)
+	cs := unix.CmsgSpace(4)
+	for i := range n {
+		l.riov[i].Base = &l.gbuf[i][0]
+		l.riov[i].SetLen(groBufLen)
+		l.rhdr[i] = unix.Mmsghdr{}
+		l.rhdr[i].Hdr.Name = (*byte)(unsafe.Pointer(&l.rname[i]))
+		l.rhdr[i].Hdr.Namelen = unix.SizeofSockaddrInet6
+		l.rhdr[i].Hdr.Iov = &l.riov[i]
+		l.rhdr[i].Hdr.SetIovlen(1)
+		l.rhdr[i].Hdr.Control = &l.rctl[i*cs]
+		l.rhdr[i].Hdr.SetControllen(cs)
+	}
+	return n
+}
+
+// eachState is the receive loop recvEach runs inside one RawConn.Read.
+type eachState struct {
+	bufs      [][]byte
+	sizes     []int
+	from      []netip.AddrPort
+	fn        func(n int)
+	waitFirst bool // the last recvmmsg filled fewer headers than it was given
+}
+
+// recvEach implements eachLink: it calls fn with each batch recvView would return,
+// for as long as the link is open, from inside one RawConn.Read of the socket.
+//
+// That saves the system call that finds the socket empty after each batch: a read
+// that starts a RawConn.Read clears the runtime poller's readiness
+// (poll_runtime_pollReset), so each call must read before it may wait, or it could miss
+// data that came in before it. Inside one RawConn.Read the readiness is kept, so after
+// a recvmmsg that returned fewer datagrams than it had room for (the socket was empty
+// when it ran) the loop waits for the poller at once: anything that arrived since left
+// an edge-triggered event, which makes the wait return. It returns ErrLinkClosed once
+// the link is closed; fn runs on the caller's goroutine, which must not close the link
+// from inside fn (Close waits for the read in progress).
+func (l *UDPLink) recvEach(bufs [][]byte, sizes []int, from []netip.AddrPort, fn func(n int)) error {
+	l.each = eachState{bufs: bufs, sizes: sizes, from: from, fn: fn}
+	err := l.rc.Read(l.eachFn)
+	l.each = eachState{}
+	if err == nil || errors.Is(err, net.ErrClosed) {
+		return ErrLinkClosed
+	}
+	return err
+}
+
+func (l *UDPLink) doEach(fd uintptr) bool {
+	s := &l.each
+	for {
+		if l.gro {
+			if n := l.takeGRO(s.bufs, s.sizes, s.from, true); n > 0 {
+				s.fn(n)
+				continue
+			}
+		}
+		if s.waitFirst {
+			s.waitFirst = false
+			return false
+		}
+		var asked int
+		if l.gro {
+			asked = l.prepGRO()
+		} else {
+			asked = l.prepPlain(s.bufs)
+		}
+		r, _, e := unix.Syscall6(unix.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&l.rhdr[0])), uintptr(asked), 0, 0, 0)
+		switch {
+		case e == unix.EINTR:
+			continue
+		case e == unix.EAGAIN:
+			return false
+		case e != 0:
+			continue // a socket error (an ICMP report) is cleared by reporting it, as Recv does
+		}
+		got := int(r)
+		s.waitFirst = got < asked
+		if l.gro {
+			if got > 0 {
+				l.pendMsg, l.pendN = 0, got
+				l.nextGRO()
+			}
+			continue
+		}
+		if got > 0 {
+			l.donePlain(got, s.sizes, s.from)
+			s.fn(got)
+		}
 	}
 }
 
