@@ -184,7 +184,7 @@
 //
 // Counters (Endpoint fields, atomic): RxDropped, ICRCErrors, ICRCIDSolved,
 // RxWrongSource, RecvErrors, SendErrors, CMDropped, CMRejectedLimit, CMStale,
-// AcceptTimeouts, FirstMessageTimeouts, DupReadsDropped, WakeFallbacks; per QP and
+// AcceptTimeouts, FirstMessageTimeouts, DupReadsDropped, WakeFallbacks, InlineSends; per QP and
 // device the rnic counters (retransmits, NAKs, bytes, packets; a connection adds its
 // bytes and packets once per send batch and once per receive batch).
 //

@@ -88,6 +88,9 @@ type Endpoint struct {
 	// rather than on an eventfd in the runtime's poller (package pollwake): the endpoint's
 	// connections held maxConnWakes of them, or the eventfd could not be opened.
 	WakeFallbacks atomic.Uint64
+	// InlineSends counts batches of packets a posting goroutine sent itself while the
+	// connection's goroutine was parked (SendQueued), instead of waking it.
+	InlineSends atomic.Uint64
 
 	wakes atomic.Int32 // wakers open (Conn.startWake), at most maxConnWakes
 }

@@ -447,3 +447,37 @@ func TestSoakFaultyExactlyOnce(t *testing.T) {
 	exactlyOnce(t, n, Faults{Drop: 0.01, Duplicate: 0.01, Reorder: 0.01})
 	t.Logf("%d messages exactly once in %v", n, time.Since(start).Round(time.Millisecond))
 }
+
+// TestInlineSendRetransmit: SENDs posted while the connection's goroutine is parked go
+// out from the posting goroutine (Endpoint.InlineSends), and a lost one is still
+// retransmitted at its ACK timeout: the inline sender wakes the parked goroutine when
+// the ACK deadline it armed is earlier than the goroutine's own (here: none, after a
+// pause longer than the timeout left it parked without a deadline).
+func TestInlineSendRetransmit(t *testing.T) {
+	cfg := testConfig()
+	cfg.Timeout = 8 // 1 ms
+	cfg.KeepAlive = NoTimeout
+	cli, srv := newPair(t, &pairOpts{cfg: cfg, cliF: Faults{Filter: dropNth(roce.RCSendOnly, 6)}})
+	smr, _ := cli.reg(t, 10, allAccess)
+	rmr, _ := srv.reg(t, 10, allAccess)
+	for i := range 8 {
+		if i == 4 {
+			time.Sleep(10 * time.Millisecond) // past every ACK deadline: the goroutine parks without one
+		}
+		postRecv(t, srv.qp, &rnic.RecvWR{WRID: uint64(i), SGL: []rnic.SGE{rmr.SGE(0, 10)}})
+		post(t, cli.qp, &rnic.SendWR{WRID: uint64(i), Opcode: rnic.OpSend, Flags: rnic.Signaled, SGL: []rnic.SGE{smr.SGE(0, 10)}})
+		if c := wait(t, cli.scq, 1)[0]; c.Status != 0 || c.WRID != uint64(i) {
+			t.Fatalf("send %d: %+v", i, c)
+		}
+		if c := wait(t, srv.rcq, 1)[0]; c.Status != 0 || c.WRID != uint64(i) {
+			t.Fatalf("recv %d: %+v", i, c)
+		}
+	}
+	if n := cli.qp.Counters().Retransmits.Load(); n != 1 {
+		t.Fatalf("%d retransmissions, want 1 (the lost SEND)", n)
+	}
+	if n := cli.ep.InlineSends.Load(); n == 0 {
+		t.Fatal("no SEND went out from the posting goroutine")
+	}
+	t.Logf("inline sends: %d of 8", cli.ep.InlineSends.Load())
+}
