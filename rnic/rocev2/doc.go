@@ -17,7 +17,9 @@
 // tests. An [Endpoint] owns one link: its receive goroutine verifies the ICRC,
 // demultiplexes by destination QP and runs the responder and completer of
 // the target QP inline; control packets produced by a batch (ACKs, NAKs) are
-// sent after it in one call. On a UDPLink an RC WRITE or SEND payload is copied once
+// sent after it in one call. On a UDPLink the receive goroutine runs its whole loop
+// inside one wait on the socket, so a batch that drained the socket is followed by a
+// wait for the runtime's poller, not by a read that finds it empty. On a UDPLink an RC WRITE or SEND payload is copied once
 // in user space, into the destination's memory: the requester hands sendmmsg the
 // registered memory of the WQE (an iovec between headers and ICRC, for a packet's
 // payload of 512 bytes or more within one SGE; READ responses are copied, their
@@ -65,7 +67,10 @@
 // send WQEs to the path MTU, 256-4096, one PSN per packet, AckReq on the last
 // packet of a message and every AckEvery packets, at most Window unacked
 // PSNs, at most MaxRdAtomic outstanding READs/atomics, fences), READ response
-// streaming and the timers. WQEs stay unfinished until acknowledged:
+// streaming and the timers; a message of at most 1 KiB posted while the connection is
+// idle and that goroutine parked is sent by the posting goroutine itself (Conn.SendQueued,
+// counted in Endpoint.InlineSends), which saves a goroutine wake-up on the way of each
+// message of a ping-pong. WQEs stay unfinished until acknowledged:
 //
 //   - ACKs are cumulative; a READ response or atomic ACK implicitly
 //     acknowledges the requests before it;
