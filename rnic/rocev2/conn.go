@@ -299,15 +299,17 @@ const inlineMax = 1024
 // sendInline builds and sends a batch of the connection's packets on the calling
 // goroutine (a poster) when the connection's goroutine is parked, nothing earlier is
 // outstanding (every WQE it took has completed), the posted message is at most
-// inlineMax bytes and the connection is in its plain running state. That saves the wake-up of the connection's goroutine (an eventfd
-// write, the poll that finds it and a goroutine switch) on the way of a message that
-// finds the connection idle, as each message of a ping-pong does. Posts that find work
-// outstanding wake the goroutine, which sends what has accumulated in batches: a poster
-// sending each of a burst of posts on its own would make a system call per packet. The goroutine is still woken when work remains
-// after the batch, and when fill armed an ACK deadline (IBTA §9.7.6.1.3) earlier than
-// the one the goroutine parked with; while a message's ACK deadline is pending the
-// goroutine's own deadline covers the next ones. false: nothing was sent, the caller
-// wakes the goroutine.
+// inlineMax bytes and the connection is in its plain running state. That saves the
+// wake-up of the connection's goroutine (an eventfd write, the poll that finds it and a
+// goroutine switch) on the way of a message that finds the connection idle, as each
+// message of a ping-pong does. Posts that find work outstanding wake the goroutine,
+// which sends what has accumulated in batches: a poster sending each post of a burst
+// on its own would make a system call per packet.
+//
+// The goroutine is still woken when work remains after the batch, and when fill armed
+// an ACK deadline (IBTA §9.7.6.1.3) earlier than the one the goroutine parked with;
+// while a message's ACK deadline is pending, the goroutine's own deadline covers the
+// next ones. false: nothing was sent, and the caller wakes the goroutine.
 func (c *Conn) sendInline() bool {
 	if !c.txMu.TryLock() {
 		return false
