@@ -1,12 +1,9 @@
 package bench
 
 import (
-	"context"
 	"net"
 	"testing"
 	"time"
-
-	"github.com/softrnic/softrnic/rnic"
 )
 
 // BenchmarkRoCEv2Latency measures the round trip of a 64 B RC SEND ping-pong between two
@@ -20,48 +17,9 @@ func BenchmarkRoCEv2Latency(b *testing.B) {
 	cli, srv := roceConnect(b)
 	defer cli.close()
 	defer srv.close()
-	cbuf, sbuf := make([]byte, 2*size), make([]byte, 2*size)
-	cmr, _ := cli.pd.RegMR(cbuf, rnic.AccessLocalWrite)
-	smr, _ := srv.pd.RegMR(sbuf, rnic.AccessLocalWrite)
-	crecv := &rnic.RecvWR{SGL: []rnic.SGE{cmr.SGE(size, size)}}
-	srecv := &rnic.RecvWR{SGL: []rnic.SGE{smr.SGE(size, size)}}
-	csend := &rnic.SendWR{Opcode: rnic.OpSend, SGL: []rnic.SGE{cmr.SGE(0, size)}}
-	ssend := &rnic.SendWR{Opcode: rnic.OpSend, SGL: []rnic.SGE{smr.SGE(0, size)}}
-	n := b.N
-	_ = srv.qp.PostRecv(srecv)
-	go func() { // echo server
-		var wc [1]rnic.Completion
-		for i := 0; i < n; i++ {
-			if _, err := srv.cq.Wait(context.Background(), wc[:]); err != nil || wc[0].Status != rnic.StatusSuccess {
-				return
-			}
-			if i+1 < n {
-				_ = srv.qp.PostRecv(srecv)
-			}
-			_ = srv.qp.PostSend(ssend)
-		}
-	}()
-	var wc [1]rnic.Completion
-	b.SetBytes(size)
-	b.ReportAllocs()
-	var raw, d time.Duration
-	for _, k := range rounds(n) {
-		raw += udpPingPong(b, k, size)
-		b.StartTimer()
-		t0 := time.Now()
-		for i := 0; i < k; i++ {
-			_ = cli.qp.PostRecv(crecv)
-			if err := cli.qp.PostSend(csend); err != nil {
-				b.Fatal(err)
-			}
-			if _, err := cli.cq.Wait(context.Background(), wc[:]); err != nil || wc[0].Status != rnic.StatusSuccess {
-				b.Fatal(err, wc[0])
-			}
-		}
-		d += time.Since(t0)
-		b.StopTimer()
-	}
-	b.ReportMetric(float64(raw.Nanoseconds())/float64(n), "udp-ns/op")
+	raw, d := sendPingPong(b, size, pingEnd{cli.pd, cli.qp, cli.cq}, pingEnd{srv.pd, srv.qp, srv.cq},
+		func(k int) time.Duration { return udpPingPong(b, k, size) })
+	b.ReportMetric(float64(raw.Nanoseconds())/float64(b.N), "udp-ns/op")
 	b.ReportMetric(raw.Seconds()/d.Seconds(), "x-udp")
 }
 

@@ -148,21 +148,27 @@ func TestUDPOffloadChoice(t *testing.T) {
 	}
 }
 
-// TestUDPGROSeveralDatagrams: with several coalesced datagrams waiting, Recv hands
-// out every packet once, in order and with its size and bytes, also to a caller
-// whose batch ends inside a datagram.
-func TestUDPGROSeveralDatagrams(t *testing.T) {
-	o := UDPOptions{GSO: true, GRO: true}
+// udpLinkPair opens two UDP links on 127.0.0.1 with options o, closed at the test's end.
+func udpLinkPair(t *testing.T, o UDPOptions) (tx, rx *UDPLink) {
+	t.Helper()
 	tx, err := ListenUDP(netip.MustParseAddrPort("127.0.0.1:0"), &o)
 	if err != nil {
 		t.Skip("no UDP socket:", err)
 	}
-	defer tx.Close()
-	rx, err := ListenUDP(netip.MustParseAddrPort("127.0.0.1:0"), &o)
+	t.Cleanup(func() { _ = tx.Close() })
+	rx, err = ListenUDP(netip.MustParseAddrPort("127.0.0.1:0"), &o)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer rx.Close()
+	t.Cleanup(func() { _ = rx.Close() })
+	return tx, rx
+}
+
+// TestUDPGROSeveralDatagrams: with several coalesced datagrams waiting, Recv hands
+// out every packet once, in order and with its size and bytes, also to a caller
+// whose batch ends inside a datagram.
+func TestUDPGROSeveralDatagrams(t *testing.T) {
+	tx, rx := udpLinkPair(t, UDPOptions{GSO: true, GRO: true})
 	if !rx.GRO() || !tx.GSO() {
 		t.Skip("no UDP GSO/GRO")
 	}
@@ -280,16 +286,7 @@ func TestUDPGatherSend(t *testing.T) {
 func TestUDPRecvEach(t *testing.T) {
 	for _, gro := range []bool{false, true} {
 		t.Run(fmt.Sprintf("gro=%v", gro), func(t *testing.T) {
-			o := UDPOptions{GSO: gro, GRO: gro}
-			tx, err := ListenUDP(netip.MustParseAddrPort("127.0.0.1:0"), &o)
-			if err != nil {
-				t.Skip("no UDP socket:", err)
-			}
-			defer tx.Close()
-			rx, err := ListenUDP(netip.MustParseAddrPort("127.0.0.1:0"), &o)
-			if err != nil {
-				t.Fatal(err)
-			}
+			tx, rx := udpLinkPair(t, UDPOptions{GSO: gro, GRO: gro})
 			var el eachLink = rx
 			const total = 3000
 			go func() {
