@@ -72,8 +72,6 @@ type UDPLink struct {
 
 	// preallocated syscall closures (a closure passed to RawConn escapes)
 	sendFn, recvFn func(fd uintptr) bool
-	eachFn         func(fd uintptr) bool
-	each           eachState
 	sHdr           []unix.Mmsghdr
 	sErr           syscall.Errno // first datagram the kernel refused in a sendmmsg
 	idFix          []idFix       // ICRCs fixed for their GSO segment's IP ID, undone after the send
@@ -164,7 +162,6 @@ func (l *UDPLink) init(n int) {
 	}
 	l.sendFn = l.doSend
 	l.recvFn = l.doRecv
-	l.eachFn = l.doEach
 }
 
 // GSO reports whether UDP GSO is in use.
@@ -476,20 +473,27 @@ func (l *UDPLink) recvView(bufs [][]byte, sizes []int, from []netip.AddrPort) (i
 }
 
 func (l *UDPLink) doRecv(fd uintptr) bool {
+	got, ok := l.sysRecvmmsg(fd, l.rN)
+	l.rGot = got
+	return ok
+}
+
+// sysRecvmmsg receives into the first n headers of rhdr (prepPlain, prepGRO) with one
+// recvmmsg(2) on fd, retried on EINTR: ok false when the socket was empty (EAGAIN);
+// got -1 for another error (a socket error such as an ICMP report, which reporting
+// clears), else the headers filled.
+func (l *UDPLink) sysRecvmmsg(fd uintptr, n int) (got int, ok bool) {
 	for {
-		r, _, e := unix.Syscall6(unix.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&l.rhdr[0])), uintptr(l.rN), 0, 0, 0)
-		if e == unix.EINTR {
-			continue
+		r, _, e := unix.Syscall6(unix.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&l.rhdr[0])), uintptr(n), 0, 0, 0)
+		switch e {
+		case 0:
+			return int(r), true
+		case unix.EINTR:
+		case unix.EAGAIN:
+			return 0, false
+		default:
+			return -1, true
 		}
-		if e == unix.EAGAIN {
-			return false
-		}
-		if e != 0 {
-			l.rGot = -1
-			return true
-		}
-		l.rGot = int(r)
-		return true
 	}
 }
 
@@ -574,15 +578,6 @@ func (l *UDPLink) prepGRO() int {
 	return n
 }
 
-// eachState is the receive loop recvEach runs inside one RawConn.Read.
-type eachState struct {
-	bufs      [][]byte
-	sizes     []int
-	from      []netip.AddrPort
-	fn        func(n int)
-	waitFirst bool // the last recvmmsg filled fewer headers than it was given
-}
-
 // recvEach implements eachLink: it calls fn with each batch recvView would return,
 // for as long as the link is open, from inside one RawConn.Read of the socket.
 //
@@ -596,57 +591,47 @@ type eachState struct {
 // the link is closed; fn runs on the caller's goroutine, which must not close the link
 // from inside fn (Close waits for the read in progress).
 func (l *UDPLink) recvEach(bufs [][]byte, sizes []int, from []netip.AddrPort, fn func(n int)) error {
-	l.each = eachState{bufs: bufs, sizes: sizes, from: from, fn: fn}
-	err := l.rc.Read(l.eachFn)
-	l.each = eachState{}
-	if err == nil || errors.Is(err, net.ErrClosed) {
-		return ErrLinkClosed
-	}
-	return err
-}
-
-func (l *UDPLink) doEach(fd uintptr) bool {
-	s := &l.each
-	for {
-		if l.gro {
-			if n := l.takeGRO(s.bufs, s.sizes, s.from, true); n > 0 {
-				s.fn(n)
+	// One closure per call: the endpoint calls recvEach once per receive loop (again only
+	// after a receive error), not per batch.
+	err := l.rc.Read(func(fd uintptr) bool {
+		drained := false // the last recvmmsg filled fewer headers than it was given
+		for {
+			if l.gro {
+				if n := l.takeGRO(bufs, sizes, from, true); n > 0 {
+					fn(n)
+					continue
+				}
+			}
+			if drained {
+				return false // wait for the poller; it calls this function again
+			}
+			asked := 0
+			if l.gro {
+				asked = l.prepGRO()
+			} else {
+				asked = l.prepPlain(bufs)
+			}
+			got, ok := l.sysRecvmmsg(fd, asked)
+			if !ok {
+				return false
+			}
+			if got <= 0 {
 				continue
 			}
-		}
-		if s.waitFirst {
-			s.waitFirst = false
-			return false
-		}
-		var asked int
-		if l.gro {
-			asked = l.prepGRO()
-		} else {
-			asked = l.prepPlain(s.bufs)
-		}
-		r, _, e := unix.Syscall6(unix.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&l.rhdr[0])), uintptr(asked), 0, 0, 0)
-		switch {
-		case e == unix.EINTR:
-			continue
-		case e == unix.EAGAIN:
-			return false
-		case e != 0:
-			continue // a socket error (an ICMP report) is cleared by reporting it, as Recv does
-		}
-		got := int(r)
-		s.waitFirst = got < asked
-		if l.gro {
-			if got > 0 {
+			drained = got < asked
+			if l.gro {
 				l.pendMsg, l.pendN = 0, got
 				l.nextGRO()
+				continue
 			}
-			continue
+			l.donePlain(got, sizes, from)
+			fn(got)
 		}
-		if got > 0 {
-			l.donePlain(got, s.sizes, s.from)
-			s.fn(got)
-		}
+	})
+	if errors.Is(err, net.ErrClosed) {
+		return ErrLinkClosed
 	}
+	return err // the function never returns true: Read ends with an error only
 }
 
 // nextGRO makes the received datagram in gbuf[pendMsg] the one recvGRO splits.
