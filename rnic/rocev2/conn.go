@@ -118,10 +118,11 @@ type Conn struct {
 
 	// txMu is held by whoever builds and sends the connection's packets: its goroutine
 	// (run), or a poster while that goroutine is parked (sendInline). parked and
-	// parkUntil (under mu) say that the goroutine is parked, or about to park, until
-	// parkUntil (zero: until woken).
+	// parkUntil (written under mu) say that the goroutine is parked, or about to park,
+	// until parkUntil (zero: until woken); parked is atomic so that a post can see
+	// without a lock that the goroutine is busy and only needs waking.
 	txMu      sync.Mutex
-	parked    bool
+	parked    atomic.Bool
 	parkUntil time.Time
 
 	txb  *txBatch // while packets are being sent (from the endpoint's pool)
@@ -313,11 +314,11 @@ const inlineMax = 1024
 // while a message's ACK deadline is pending, the goroutine's own deadline covers the
 // next ones. false: nothing was sent, and the caller wakes the goroutine.
 func (c *Conn) sendInline() bool {
-	if !c.txMu.TryLock() {
+	if !c.parked.Load() || !c.txMu.TryLock() {
 		return false
 	}
 	c.mu.Lock()
-	if !c.parked || !c.cwDone || c.dead || c.fatal || c.rnrPending || c.disc.Load() != 0 ||
+	if !c.parked.Load() || !c.cwDone || c.dead || c.fatal || c.rnrPending || c.disc.Load() != 0 ||
 		c.sqHead != c.sqTail || c.unaPSN != c.maxSent {
 		c.mu.Unlock()
 		c.txMu.Unlock()
@@ -426,7 +427,7 @@ func (c *Conn) run() {
 func (c *Conn) step() (park bool, next time.Time, exit bool) {
 	c.batch()
 	c.mu.Lock()
-	c.parked = false
+	c.parked.Store(false)
 	if c.disc.Load() == 2 && c.flushResp && c.rdLen > 0 {
 		// The responder NAKed and went to Error: the READ responses
 		// queued before the NAK, and the NAK, still leave, in order.
@@ -477,7 +478,8 @@ func (c *Conn) step() (park bool, next time.Time, exit bool) {
 	n := c.fill()
 	next = c.nextDeadline()
 	if n == 0 {
-		c.parked, c.parkUntil = true, next
+		c.parked.Store(true)
+		c.parkUntil = next
 	}
 	c.mu.Unlock()
 	if n > 0 {
