@@ -42,7 +42,11 @@ func FlushRoCE(ctx context.Context, dev *rnic.Device, ep *rocev2.Endpoint) error
 		return err
 	}
 	defer qp.Destroy()
-	buf := make([]byte, rocev2.GRHLen+1)
+	// The receive takes the GRH and the 1-byte payload; the byte sent is the one after
+	// them. Sending from the receive's own payload byte would have the receive write what
+	// the send read with no ordering the race detector sees: the kernel's socket orders
+	// them, which it does not model.
+	buf := make([]byte, rocev2.GRHLen+2)
 	mr, err := pd.RegMR(buf, rnic.AccessLocalWrite)
 	if err != nil {
 		return err
@@ -52,10 +56,10 @@ func FlushRoCE(ctx context.Context, dev *rnic.Device, ep *rocev2.Endpoint) error
 	if err != nil {
 		return err
 	}
-	if err := qp.PostRecv(&rnic.RecvWR{SGL: []rnic.SGE{mr.SGE(0, len(buf))}}); err != nil {
+	if err := qp.PostRecv(&rnic.RecvWR{SGL: []rnic.SGE{mr.SGE(0, rocev2.GRHLen+1)}}); err != nil {
 		return err
 	}
-	wr := rnic.SendWR{Opcode: rnic.OpSend, SGL: []rnic.SGE{mr.SGE(rocev2.GRHLen, 1)}}
+	wr := rnic.SendWR{Opcode: rnic.OpSend, SGL: []rnic.SGE{mr.SGE(rocev2.GRHLen+1, 1)}}
 	if err := ud.PostSend(rocev2.AH{Addr: ep.LocalAddr(), QPN: qp.Num()}, &wr); err != nil {
 		return err
 	}
