@@ -77,6 +77,12 @@ type page struct {
 }
 
 var resultsRuns = []run{
+	// Not a goal row: what this machine charges for waking a goroutine on an idle CPU,
+	// which the latency and RoCEv2 rows depend on (BenchmarkIdleWake; bench/README.md).
+	{regexp: `^BenchmarkIdleWake$`, benchtime: "2000x", rows: []row{
+		{"machine: a goroutine woken on an idle CPU, p50 (µs)", "BenchmarkIdleWake", "p50-us", "", "lower"},
+		{"  p90 (µs)", "BenchmarkIdleWake", "p90-us", "", "lower"},
+	}},
 	{regexp: `^BenchmarkLatency$/(nocrc|drive)/64B`, benchtime: "20000x", rows: []row{
 		{"64 B SEND ping-pong RTT, one process, CRC off: TCP RTT ÷ softrnic RTT", "BenchmarkLatency/nocrc/64B", "x-tcp", "≥ 0.8", "higher"},
 		{"  softrnic RTT (ns)", "BenchmarkLatency/nocrc/64B", "ns/op", "", "lower"},
