@@ -2,7 +2,7 @@ package mpa
 
 import (
 	"encoding/binary"
-	"hash/crc32"
+	"github.com/softrnic/softrnic/internal/crc32c"
 	"io"
 	"net"
 	"sync"
@@ -21,16 +21,14 @@ const (
 	FPDUOverhead = LengthLen + CRCLen
 )
 
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
-
 // CRC32c returns the CRC32c (Castagnoli, RFC 3720 §12.1) of b as MPA uses it
 // (RFC 5044 §4.4). On the wire it goes least-significant byte first; use
 // PutCRC.
-func CRC32c(b []byte) uint32 { return crc32.Checksum(b, castagnoli) }
+func CRC32c(b []byte) uint32 { return crc32c.Checksum(b) }
 
 // UpdateCRC32c continues crc over b, so scattered pieces can be covered
 // without copying.
-func UpdateCRC32c(crc uint32, b []byte) uint32 { return crc32.Update(crc, castagnoli, b) }
+func UpdateCRC32c(crc uint32, b []byte) uint32 { return crc32c.Update(crc, b) }
 
 // PutCRC stores crc in the 4-byte MPA CRC field b in wire order
 // (little-endian of the value, as RFC 5044 Figure 5 and Linux siw do).
@@ -232,7 +230,7 @@ func (fw *Writer) piece(b []byte) {
 	}
 	fw.store = append(fw.store, b)
 	if fw.opt.CRC {
-		fw.crc = crc32.Update(fw.crc, castagnoli, b)
+		fw.crc = crc32c.Update(fw.crc, b)
 	}
 	fw.pos += uint32(len(b))
 	fw.bytes += len(b)
