@@ -3,7 +3,7 @@ package mpa
 import (
 	"bytes"
 	"encoding/binary"
-	"github.com/softrnic/softrnic/internal/crc32c"
+	"github.com/softrnic/softrnic/internal/fastcrc"
 	"sync"
 )
 
@@ -152,7 +152,7 @@ func (fr *Reader) readAhead(p []byte, ahead []Ahead) (done int, started bool, er
 		// end FPDU j: its pad counts for the CRC, then the CRC field
 		pad := PadLen(fr.ulpLen)
 		if fr.crcOn {
-			fr.crc = crc32c.Update(fr.crc, sc[:pad])
+			fr.crc = fastcrc.Castagnoli(fr.crc, sc[:pad])
 		}
 		if fr.crcOn && GetCRC(sc[pad:]) != fr.crc {
 			fr.in = false
@@ -179,7 +179,7 @@ func (fr *Reader) readAhead(p []byte, ahead []Ahead) (done int, started bool, er
 		fr.fpduStart = fr.pos
 		fr.crc = 0
 		if fr.crcOn {
-			fr.crc = crc32c.Update(0, hdr)
+			fr.crc = fastcrc.Castagnoli(0, hdr)
 		}
 		fr.pos += uint32(len(hdr))
 		fr.ulpLen, fr.lastULP, fr.in = ulp, ulp, true
@@ -198,7 +198,7 @@ func (fr *Reader) readAhead(p []byte, ahead []Ahead) (done int, started bool, er
 // with CRC, the FPDU's CRC.
 func (fr *Reader) account(b []byte) {
 	if fr.crcOn {
-		fr.crc = crc32c.Update(fr.crc, b)
+		fr.crc = fastcrc.Castagnoli(fr.crc, b)
 	}
 	fr.pos += uint32(len(b))
 }

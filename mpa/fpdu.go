@@ -2,7 +2,7 @@ package mpa
 
 import (
 	"encoding/binary"
-	"github.com/softrnic/softrnic/internal/crc32c"
+	"github.com/softrnic/softrnic/internal/fastcrc"
 	"io"
 	"net"
 	"sync"
@@ -24,11 +24,11 @@ const (
 // CRC32c returns the CRC32c (Castagnoli, RFC 3720 §12.1) of b as MPA uses it
 // (RFC 5044 §4.4). On the wire it goes least-significant byte first; use
 // PutCRC.
-func CRC32c(b []byte) uint32 { return crc32c.Checksum(b) }
+func CRC32c(b []byte) uint32 { return fastcrc.Castagnoli(0, b) }
 
 // UpdateCRC32c continues crc over b, so scattered pieces can be covered
 // without copying.
-func UpdateCRC32c(crc uint32, b []byte) uint32 { return crc32c.Update(crc, b) }
+func UpdateCRC32c(crc uint32, b []byte) uint32 { return fastcrc.Castagnoli(crc, b) }
 
 // PutCRC stores crc in the 4-byte MPA CRC field b in wire order
 // (little-endian of the value, as RFC 5044 Figure 5 and Linux siw do).
@@ -230,7 +230,7 @@ func (fw *Writer) piece(b []byte) {
 	}
 	fw.store = append(fw.store, b)
 	if fw.opt.CRC {
-		fw.crc = crc32c.Update(fw.crc, b)
+		fw.crc = fastcrc.Castagnoli(fw.crc, b)
 	}
 	fw.pos += uint32(len(b))
 	fw.bytes += len(b)

@@ -2,7 +2,7 @@ package mpa
 
 import (
 	"encoding/binary"
-	"github.com/softrnic/softrnic/internal/crc32c"
+	"github.com/softrnic/softrnic/internal/fastcrc"
 	"io"
 	"sync"
 )
@@ -197,7 +197,7 @@ func (fr *Reader) raw(p []byte, n int) (int, error) {
 			m, err := fr.readDirect(p[:n])
 			if m > 0 {
 				if fr.crcOn {
-					fr.crc = crc32c.Update(fr.crc, p[:m])
+					fr.crc = fastcrc.Castagnoli(fr.crc, p[:m])
 				}
 				fr.pos += uint32(m)
 				return m, nil
@@ -227,7 +227,7 @@ func (fr *Reader) raw(p []byte, n int) (int, error) {
 		copy(p, b)
 	}
 	if fr.crcOn {
-		fr.crc = crc32c.Update(fr.crc, b)
+		fr.crc = fastcrc.Castagnoli(fr.crc, b)
 	}
 	fr.rp += m
 	fr.pos += uint32(m)

@@ -3,6 +3,8 @@ package roce
 import (
 	"encoding/binary"
 	"hash/crc32"
+
+	"github.com/softrnic/softrnic/internal/fastcrc"
 )
 
 // The ICRC (IBTA Vol.1 §7.8.1, Annex A17.4) is CRC-32 (IEEE 802.3, as
@@ -33,42 +35,6 @@ func addMasked(crc uint32, p []byte, mask uint64) uint32 {
 			c = 0xff
 		}
 		s = t[byte(s)^c] ^ s>>8
-	}
-	return ^s
-}
-
-// slicing8 is hash/crc32's slicing-by-8 table for IEEE, for update8.
-var slicing8 = func() (t [8][256]uint32) {
-	t[0] = *crc32.IEEETable
-	for i := range 256 {
-		c := t[0][i]
-		for k := 1; k < 8; k++ {
-			c = t[0][c&0xFF] ^ c>>8
-			t[k][i] = c
-		}
-	}
-	return t
-}()
-
-// update8 is crc32.Update(crc, crc32.IEEETable, p) for short buffers (pseudo headers,
-// a masked BTH): slicing by 8, and unlike crc32.Update it keeps p on the caller's
-// stack (hash/crc32 lets its argument escape).
-func update8(crc uint32, p []byte) uint32 {
-	t := &slicing8
-	s := ^crc
-	for len(p) >= 8 {
-		s ^= uint32(p[0]) | uint32(p[1])<<8 | uint32(p[2])<<16 | uint32(p[3])<<24
-		s = t[0][p[7]] ^ t[1][p[6]] ^ t[2][p[5]] ^ t[3][p[4]] ^
-			t[4][s>>24] ^ t[5][s>>16&0xFF] ^ t[6][s>>8&0xFF] ^ t[7][s&0xFF]
-		p = p[8:]
-	}
-	if len(p) >= 4 { // a BTH is 12 bytes: one step of 4 rather than 4 of 1
-		s ^= uint32(p[0]) | uint32(p[1])<<8 | uint32(p[2])<<16 | uint32(p[3])<<24
-		s = t[0][s>>24] ^ t[1][s>>16&0xFF] ^ t[2][s>>8&0xFF] ^ t[3][s&0xFF]
-		p = p[4:]
-	}
-	for _, c := range p {
-		s = t[0][byte(s)^c] ^ s>>8
 	}
 	return ^s
 }
@@ -116,7 +82,7 @@ func ICRCStart(ip, udp []byte) (uint32, error) {
 // part is ibLen bytes (the ICRC is added to the lengths).
 func ICRCStartV4(src, dst [4]byte, id uint16, df bool, sport, dport uint16, ibLen int) uint32 {
 	// The masked fields are written as 0xFF here, so the whole pseudo header goes
-	// through update8's 8-bytes-a-step loop instead of addMasked's byte loop.
+	// through fastcrc.IEEESmall's 8-bytes-a-step loop instead of addMasked's byte loop.
 	var h [28]byte
 	h[0] = 0x45
 	h[1] = 0xff // TOS
@@ -132,7 +98,7 @@ func ICRCStartV4(src, dst [4]byte, id uint16, df bool, sport, dport uint16, ibLe
 	binary.BigEndian.PutUint16(h[22:], dport)
 	binary.BigEndian.PutUint16(h[24:], uint16(8+ibLen+ICRCLen))
 	h[26], h[27] = 0xff, 0xff // UDP checksum
-	return update8(icrcLRH, h[:])
+	return fastcrc.IEEESmall(icrcLRH, h[:])
 }
 
 // ICRCStartV6 is ICRCStartV4 for IPv6 (next header UDP, no extension headers).
@@ -147,7 +113,7 @@ func ICRCStartV6(src, dst [16]byte, sport, dport uint16, ibLen int) uint32 {
 	binary.BigEndian.PutUint16(h[42:], dport)
 	binary.BigEndian.PutUint16(h[44:], uint16(8+ibLen+ICRCLen))
 	h[46], h[47] = 0xff, 0xff // UDP checksum
-	return update8(icrcLRH, h[:])
+	return fastcrc.IEEESmall(icrcLRH, h[:])
 }
 
 // ICRCAddTransport adds ib, which starts with the BTH, masking BTH byte 4.
@@ -158,20 +124,20 @@ func ICRCAddTransport(crc uint32, ib []byte) uint32 {
 	var bth [BTHLen]byte
 	copy(bth[:], ib)
 	bth[4] = 0xff
-	return ICRCAdd(update8(crc, bth[:]), ib[BTHLen:])
+	return ICRCAdd(fastcrc.IEEESmall(crc, bth[:]), ib[BTHLen:])
 }
 
-// shortCRC is the length below which ICRCAdd runs update8 itself: for extended headers
-// and pads, hash/crc32's dispatch to its table loop costs more than the bytes (its
-// carry-less multiplication needs 64 bytes).
+// shortCRC is the length below which ICRCAdd runs fastcrc.IEEESmall: for extended
+// headers and pads, the dispatch to a table loop costs more than the bytes (the
+// carry-less multiplications need 64 bytes).
 const shortCRC = 64
 
 // ICRCAdd adds further unmasked bytes (payload, pad).
 func ICRCAdd(crc uint32, p []byte) uint32 {
 	if len(p) < shortCRC {
-		return update8(crc, p)
+		return fastcrc.IEEESmall(crc, p)
 	}
-	return crc32.Update(crc, crc32.IEEETable, p)
+	return fastcrc.IEEE(crc, p)
 }
 
 // ICRC computes the ICRC of ib (BTH through pad, without the ICRC field)

@@ -177,15 +177,16 @@ func TestICRCBadHeaders(t *testing.T) {
 	}
 }
 
-// update8 is crc32.Update over the IEEE table for every length and start value.
-func TestUpdate8(t *testing.T) {
+// ICRCAdd is crc32.Update over the IEEE table for every short length (the small path and
+// the first lengths past it) and several start values.
+func TestICRCAddLengths(t *testing.T) {
 	b := make([]byte, 80)
 	for i := range b {
 		b[i] = byte(i*7 + 3)
 	}
 	for n := range len(b) {
 		for _, crc := range []uint32{0, 0xDEBB20E3, 0x12345678} {
-			if got, want := update8(crc, b[:n]), crc32.Update(crc, crc32.IEEETable, b[:n]); got != want {
+			if got, want := ICRCAdd(crc, b[:n]), crc32.Update(crc, crc32.IEEETable, b[:n]); got != want {
 				t.Fatalf("len %d crc %#x: %#x, want %#x", n, crc, got, want)
 			}
 		}

@@ -1,9 +1,10 @@
 package roce
 
 import (
-	"hash/crc32"
 	"math/bits"
 	"sync/atomic"
+
+	"github.com/softrnic/softrnic/internal/fastcrc"
 )
 
 // Joining a payload's CRC, computed apart, to an ICRC.
@@ -23,7 +24,7 @@ import (
 
 // ICRCPart returns the CRC of p alone (crc32.ChecksumIEEE), as ICRCJoin takes it. It
 // does not allocate.
-func ICRCPart(p []byte) uint32 { return crc32.Update(0, crc32.IEEETable, p) }
+func ICRCPart(p []byte) uint32 { return fastcrc.IEEE(0, p) }
 
 // ICRCJoin returns ICRCAdd(crc, p) for the n bytes p whose ICRCPart is part, without
 // reading p: the ICRC state after the bytes crc covers and then p. It does not allocate

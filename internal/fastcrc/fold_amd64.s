@@ -2,11 +2,11 @@
 
 #include "textflag.h"
 
-// func foldAVX512(crc uint32, p []byte, k *[5][2]uint64) uint32
+// func foldBlocks(crc uint32, p []byte, k *[5][2]uint64) (lo, hi uint64)
 //
 // Z0-Z3 are the four accumulators (Z0 the earliest 64 bytes of each 256), Z4 the
 // constants of the fold being made. See foldRef in ref_test.go for the method.
-TEXT ·foldAVX512(SB), NOSPLIT, $0-44
+TEXT ·foldBlocks(SB), NOSPLIT, $0-56
 	MOVQ p_len+16(FP), CX
 	MOVQ p_base+8(FP), SI
 	MOVQ k+32(FP), DX
@@ -71,12 +71,8 @@ reduce:
 	VPCLMULQDQ    $0x11, X4, X1, X6
 	VPTERNLOGD    $0x96, X5, X6, X0
 
-	// The 128 bits left, reduced from a zero register.
-	VMOVQ   X0, R8
-	VPEXTRQ $1, X0, R9
+	// The 128 bits left.
+	VMOVQ   X0, lo+40(FP)
+	VPEXTRQ $1, X0, hi+48(FP)
 	VZEROUPPER
-	XORL    AX, AX
-	CRC32Q  R8, AX
-	CRC32Q  R9, AX
-	MOVL    AX, ret+40(FP)
 	RET

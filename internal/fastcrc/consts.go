@@ -1,17 +1,14 @@
-package crc32c
+package fastcrc
 
 import "math/bits"
 
-// castagnoliPoly is the CRC32c polynomial, x^32 omitted, most significant bit first.
-const castagnoliPoly = 0x1EDC6F41
-
-// xPowMod returns x^n mod P, most significant bit first (degree < 32).
-func xPowMod(n int) uint32 {
+// xPowMod returns x^n mod P, P = x^32 + normal (most significant bit first; degree < 32).
+func xPowMod(normal uint32, n int) uint32 {
 	v := uint64(1)
 	for range n {
 		v <<= 1
 		if v&(1<<32) != 0 {
-			v ^= 1<<32 | castagnoliPoly
+			v ^= 1<<32 | uint64(normal)
 		}
 	}
 	return uint32(v)
@@ -22,6 +19,6 @@ func xPowMod(n int) uint32 {
 // (earlier) half of the accumulator is multiplied by x^(d+64) mod P, the high half by
 // x^d mod P, each divided by x because a product of two reflected operands comes out one
 // bit position too high.
-func foldConsts(d int) (lo, hi uint64) {
-	return bits.Reverse64(uint64(xPowMod(d + 63))), bits.Reverse64(uint64(xPowMod(d - 1)))
+func foldConsts(normal uint32, d int) (lo, hi uint64) {
+	return bits.Reverse64(uint64(xPowMod(normal, d+63))), bits.Reverse64(uint64(xPowMod(normal, d-1)))
 }
