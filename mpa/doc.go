@@ -74,7 +74,8 @@
 // MULPDU(emss, markers) gives the largest ULPDU per FPDU (RFC 5044 §4.5):
 // EMSS - (6 + EMSS mod 4), minus 4*ceil(EMSS/512) with Markers, at least 128.
 //
-// CRC32c is internal/crc32c: hash/crc32's Castagnoli CRC, folded with AVX-512 carry-less
-// multiplications on long buffers where the CPU has them; the field is the little-endian encoding of the value (RFC 5044 Figure 5:
+// CRC32c is internal/fastcrc's: hash/crc32's, folded with AVX-512 carry-less
+// multiplications on long buffers where the CPU has them. The CRC field is the
+// little-endian encoding of the value (RFC 5044 Figure 5:
 // 0x83992352 is sent as 52 23 99 83).
 package mpa
