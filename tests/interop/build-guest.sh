@@ -76,12 +76,27 @@ kmm=$(echo "$krel" | cut -d. -f1,2)             # 6.1 or 6.12: names the source 
 kbuild=linux-kbuild-${krel%-amd64}
 apt-cache show "$kbuild" >/dev/null 2>&1 || kbuild=linux-kbuild-$kmm
 ksrc=linux-source-$kmm
+# The security archive may already carry a newer build of the version-independent kbuild and
+# source packages than of the image (bookworm-security in 2026-11: linux-kbuild-6.1 and
+# linux-source-6.1 at 6.1.192-3 while the image was 6.1.192-2, and kbuild's -2 gone). Take the
+# image's version where the archive has it, else the candidate: both serve every 6.1 ABI.
+pick() { # pick pkg ver: ver if the archive has pkg at ver, else pkg's candidate version
+	if apt-cache madison "$1" 2>/dev/null | awk -v v="$2" '$3 == v {f = 1} END {exit !f}'; then
+		echo "$2"
+	else
+		apt-cache policy "$1" 2>/dev/null | awk '/Candidate:/ {print $2; exit}'
+	fi
+}
+kbuildver=$(pick "$kbuild" "$kver")
+ksrcver=$(pick "$ksrc" "$kver")
+[ -n "$kbuildver" ] && [ "$kbuildver" != "(none)" ] || die "no version of $kbuild"
+[ -n "$ksrcver" ] && [ "$ksrcver" != "(none)" ] || die "no version of $ksrc"
 
 mkdir -p "$CACHE"
 exec 9>"$CACHE/.build-guest.lock"
 flock -w 1800 9 || die "another build-guest.sh has held $CACHE/.build-guest.lock for 30 minutes"
 
-key=$( { cat "$0" "$HERE/guest/init"; echo "$kpkg $kver"; } | sha256sum | cut -d' ' -f1)
+key=$( { cat "$0" "$HERE/guest/init"; echo "$kpkg $kver $kbuildver $ksrcver"; } | sha256sum | cut -d' ' -f1)
 if [ -f "$OUT/stamp" ] && [ "$(cat "$OUT/stamp")" = "$key" ] && [ -f "$OUT/initrd.img" ]; then
 	log "cached guest $krel in $OUT"
 	[ "${1:-}" = --print-dir ] && echo "$OUT"
@@ -111,7 +126,7 @@ deb() { # deb name: path of the newest downloaded .deb of that package
 	[ -n "$f" ] || die "no .deb for $1"
 	echo "$f"
 }
-dl "$kpkg=$kver" "linux-headers-$krel=$kver" "$kcommon=$kver" "$kbuild=$kver" "$ksrc=$kver"
+dl "$kpkg=$kver" "linux-headers-$krel=$kver" "$kcommon=$kver" "$kbuild=$kbuildver" "$ksrc=$ksrcver"
 dl "${guest_pkgs[@]}"
 
 WORK=$CACHE/work
@@ -121,16 +136,17 @@ mkdir -p "$WORK"
 # --- kernel and siw -------------------------------------------------------------------------
 log "extracting kernel"
 dpkg -x "$(ls -1 "$DEBS/${kpkg}_${kver//+/?}"_*.deb)" "$WORK/img"
-for p in "linux-headers-$krel" "$kcommon" "$kbuild"; do
-	dpkg -x "$(ls -1 "$DEBS/${p}_${kver//+/?}"_*.deb)" "$WORK/kroot"
+for p in "linux-headers-$krel=$kver" "$kcommon=$kver" "$kbuild=$kbuildver"; do
+	v=${p#*=}
+	dpkg -x "$(ls -1 "$DEBS/${p%%=*}_${v//+/?}"_*.deb)" "$WORK/kroot"
 done
 hdr=$WORK/kroot/usr/src/linux-headers-$krel
 # The headers Makefile includes the -common tree by absolute path; point it at our copy.
 sed -i "s#^include /usr/src/#include $WORK/kroot/usr/src/#" "$hdr/Makefile"
 
-log "extracting siw source from $ksrc $kver"
+log "extracting siw source from $ksrc $ksrcver"
 mkdir -p "$WORK/src"
-dpkg-deb --fsys-tarfile "$(ls -1 "$DEBS/${ksrc}_${kver//+/?}"_all.deb)" |
+dpkg-deb --fsys-tarfile "$(ls -1 "$DEBS/${ksrc}_${ksrcver//+/?}"_all.deb)" |
 	tar -x -O "./usr/src/$ksrc.tar.xz" | xz -dc |
 	tar -x -C "$WORK/src" "$ksrc/drivers/infiniband/sw/siw"
 siwsrc=$WORK/src/$ksrc/drivers/infiniband/sw/siw
