@@ -90,6 +90,15 @@ type Conn struct {
 	staging   bool                // CRC negotiated: each ULPDU is read whole and verified first (stage)
 	stageBuf  *[mpa.MaxULPDU]byte // the staging buffer while an FPDU is processed
 	staged    []byte              // the unread rest of the staged ULPDU
+	// rxStream: staged holds only the header of the FPDU being processed, read ahead of its
+	// CRC; the rest comes from the stream and the CRC is checked at its end (streamable).
+	rxStream   bool
+	rxStreamed atomic.Uint64 // FPDUs processed so (tests)
+	// wNext continues the last Write segment placed that was not its message's last: its
+	// STag and the TO after it (wNextOK), for streamable.
+	wNextSTag uint32
+	wNextTO   uint64
+	wNextOK   bool
 	lastWrite bool
 }
 

@@ -158,3 +158,122 @@ func TestReadResponseCRC(t *testing.T) {
 		})
 	}
 }
+
+// TestStreamedSegmentsCRC: with CRC negotiated, the segments of a message after its first
+// (a Write's up to its last, a Send's all) are read straight from the stream and checked at
+// their end (streamable). A good message arrives whole, with those segments streamed; a
+// corrupted one ends the connection with Terminate LLP / MPA / CRC before the message
+// completes, writes nothing outside the message's own range, and a Send's receive is
+// flushed. A continuation whose header names another region is staged and checked first.
+func TestStreamedSegmentsCRC(t *testing.T) {
+	const seg, n = 1000, 3000 // three segments
+	payload := make([]byte, n)
+	for i := range payload {
+		payload[i] = byte(i*13 + 5)
+	}
+	cases := []struct {
+		name     string
+		send     bool
+		corrupt  func(seg2 []byte, other *rnic.MR) // seg2: the second FPDU (length, ULPDU, pad, CRC)
+		streamed uint64                            // segments streamed when good
+	}{
+		{name: "write good", streamed: 1}, // the middle one; the last is staged
+		{name: "send good", send: true, streamed: 2},
+		{name: "write payload bit in the second segment", corrupt: func(f []byte, o *rnic.MR) { f[2+ddp.TaggedLen+10] ^= 0x10 }},
+		{name: "send payload bit in the second segment", send: true, corrupt: func(f []byte, o *rnic.MR) { f[2+ddp.UntaggedLen+10] ^= 0x10 }},
+		{name: "write crc field", corrupt: func(f []byte, o *rnic.MR) { f[len(f)-1] ^= 1 }},
+		{name: "write continuation names another region", corrupt: func(f []byte, o *rnic.MR) {
+			binary.BigEndian.PutUint32(f[2+ddp.OffSTag:], o.RKey())
+			binary.BigEndian.PutUint64(f[2+ddp.OffTO:], o.Addr()+seg)
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			noLeak(t)
+			srv := newSide(t, &pairOpts{})
+			defer srv.dev.Close()
+			a, abuf := srv.reg(t, 2*n, allAccess)
+			o, obuf := srv.reg(t, 2*n, allAccess)
+			rmr, rbuf := srv.reg(t, n, allAccess)
+			_ = srv.qp.PostRecv(&rnic.RecvWR{WRID: 5, SGL: []rnic.SGE{rmr.SGE(0, n)}})
+			p := rawConnect(t, mpa.Config{Rev: 2, CRC: true, P2P: true, RTR: mpa.RTRWrite}, srv, nil)
+			if err := p.wr.WriteFPDU(rtrWrite(), nil); err != nil {
+				t.Fatal(err)
+			}
+			var fpdus [][]byte
+			for i := range 3 {
+				last := i == 2
+				var h []byte
+				if tc.send {
+					h = make([]byte, ddp.UntaggedLen)
+					ddp.Untagged(h).Init(last, rdmap.Control(rdmap.OpSend), 0, ddp.QNSend, 1, uint32(i*seg))
+				} else {
+					h = make([]byte, ddp.TaggedLen)
+					ddp.Tagged(h).Init(last, rdmap.Control(rdmap.OpWrite), a.RKey(), a.Addr()+seg+uint64(i*seg))
+				}
+				fpdus = append(fpdus, mpa.AppendFPDU(nil, true, h, payload[i*seg:(i+1)*seg]))
+			}
+			if tc.corrupt != nil {
+				tc.corrupt(fpdus[1], o)
+			}
+			var all []byte
+			for _, f := range fpdus {
+				all = append(all, f...)
+			}
+			if !tc.send { // a Send behind the Write shows when it was processed
+				s := make([]byte, ddp.UntaggedLen)
+				ddp.Untagged(s).Init(true, rdmap.Control(rdmap.OpSend), 0, ddp.QNSend, 1, 0)
+				all = mpa.AppendFPDU(all, true, s, payload[:8])
+			}
+			if _, err := p.nc.Write(all); err != nil {
+				t.Fatal(err)
+			}
+			if tc.corrupt == nil {
+				c := wait(t, srv.rcq)
+				if c.WRID != 5 || c.Status != rnic.StatusSuccess {
+					t.Fatalf("receive: %+v", c)
+				}
+				if tc.send && !bytes.Equal(rbuf, payload) {
+					t.Fatal("the Send's bytes differ")
+				}
+				if !tc.send && !bytes.Equal(abuf[seg:seg+n], payload) {
+					t.Fatal("the Write's bytes differ")
+				}
+				if got := srv.conn.rxStreamed.Load(); got != tc.streamed {
+					t.Fatalf("%d segments streamed, want %d", got, tc.streamed)
+				}
+				return
+			}
+			term := p.next(t)
+			p.nc.Close()
+			if w := binary.BigEndian.Uint32(term[ddp.UntaggedLen:]); parseTermWord(w) != rdmap.TermMPACRC {
+				t.Fatalf("terminate % x, want LLP/MPA/CRC", term)
+			}
+			<-srv.qp.Done()
+			if c := wait(t, srv.rcq); c.WRID != 5 || c.Status != rnic.StatusWRFlushErr {
+				t.Fatalf("receive: %+v", c)
+			}
+			zero := make([]byte, 2*n)
+			if !bytes.Equal(obuf, zero) {
+				t.Fatal("a bad segment changed another region")
+			}
+			if tc.send {
+				if !bytes.Equal(abuf, zero) {
+					t.Fatal("a bad Send changed a region")
+				}
+				return
+			}
+			// The Write's first segment is in place, nothing beyond its second segment's
+			// range was written, and nothing before the message's start.
+			if !bytes.Equal(abuf[seg:2*seg], payload[:seg]) {
+				t.Fatal("the Write's first segment is missing")
+			}
+			if !bytes.Equal(abuf[:seg], zero[:seg]) || !bytes.Equal(abuf[3*seg:], zero[3*seg:]) {
+				t.Fatal("a bad Write segment changed bytes outside its message's range")
+			}
+			if !bytes.Equal(rbuf, make([]byte, n)) {
+				t.Fatal("a bad Write segment changed the receive buffer")
+			}
+		})
+	}
+}

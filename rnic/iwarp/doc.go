@@ -38,10 +38,14 @@
 // Markers one readv(2) places the payload and fetches the next FPDU's header and CRC.
 // With CRC negotiated the receiver first reads the whole FPDU into a staging buffer
 // (pooled) and verifies the CRC, then interprets and places it (one more copy of
-// the payload), so an FPDU with a bad CRC leaves no trace in any region (RFC 5044 §6).
-// The exception is a Read Response that continues the pending Read exactly: it is placed
-// straight into that Read's sink and checked after, which no one can tell apart (the
-// sink's contents are undefined until the Read completes, and a CRC error fails it).
+// the payload), so an FPDU with a bad CRC leaves no trace in any region (RFC 5044 §6),
+// except where no one can tell the difference. A Read Response that continues the pending
+// Read exactly is placed straight into that Read's sink and checked after (the sink's
+// contents are undefined until the Read completes, and a CRC error fails it). A Write
+// segment that continues the last one placed, other than its message's last, and a Send
+// segment of the message in progress are read straight from the socket as without CRC,
+// and checked at their end: they only write where their message goes, and a CRC error
+// ends the connection before that message completes.
 // A multi-segment Read Response is read ahead: the segments still to come are expected
 // at the same size and the same readv takes several of them into the sink
 // (mpa.Reader.ReadAhead), checking each one's length, header and CRC after.

@@ -86,10 +86,17 @@ func (c *Conn) rxError(err error) {
 // buffer to registered memory). The buffer (64 KiB: MPA's 16-bit length) comes from a
 // pool shared by all connections for the time one FPDU is processed.
 //
-// One kind of FPDU skips the copy: a Read Response whose header continues the Read at
-// the front of the ORQ exactly (its sink STag, the next TO, within its length) is placed
-// straight into that Read's sink, then the CRC is checked (placeReadResp). done reports
-// that the FPDU was processed so; ok is false when the receiver must stop.
+// Three kinds of FPDU skip the copy; each continues a message whose earlier FPDU was
+// verified, and writes only where that message goes:
+//   - a Read Response whose header continues the Read at the front of the ORQ exactly
+//     (its sink STag, the next TO, within its length) is placed straight into that Read's
+//     sink, then the CRC is checked (placeReadResp);
+//   - a Write segment that continues the last one placed (same STag, the next TO) and is
+//     not its message's last, and a Send segment of the message in progress (its MSN, the
+//     next MO), are processed straight from the stream as without CRC, the CRC checked at
+//     their end (streamable).
+//
+// done reports that the FPDU was processed; ok is false when the receiver must stop.
 func (c *Conn) stage(n int) (done, ok bool) {
 	if c.stageBuf == nil {
 		c.stageBuf = stageBufs.Get().(*[mpa.MaxULPDU]byte)
@@ -104,6 +111,18 @@ func (c *Conn) stage(n int) (done, ok bool) {
 		}
 		if e := c.readRespSink(b[:k], n); e != nil {
 			return true, c.placeReadResp(b[:k], n, e)
+		}
+		if ddp.HeaderLen(b[0]) == ddp.UntaggedLen && n > ddp.UntaggedLen && c.cur != nil {
+			if err := c.rd.ReadFull(b[k:ddp.UntaggedLen]); err != nil {
+				c.rxError(err)
+				return false, false
+			}
+			k = ddp.UntaggedLen
+		}
+		if c.streamable(b[:k]) {
+			c.staged, c.rxStream = b[:k], true
+			c.rxStreamed.Add(1)
+			return false, true
 		}
 	}
 	if err := c.rd.ReadFull(b[k:]); err != nil {
@@ -157,6 +176,36 @@ func (c *Conn) placeReadResp(h []byte, n int, e *orqEntry) bool {
 	return c.streamReadResp(h, plen, e)
 }
 
+// streamable reports whether the FPDU whose header h (its whole DDP header, CRC not yet
+// verified) was read may be processed straight from the stream, its CRC checked when it
+// ends, as without CRC. That passes the ULPDU to DDP before its CRC is verified (RFC 5044
+// §6 forbids it), where nobody can tell: the header must continue a message whose earlier
+// segment passed its CRC, so a corruption that still matches can only change bytes that
+// message was going to write, and a CRC error ends the connection (Terminate LLP / MPA /
+// CRC) before the message completes, leaving those bytes undefined as for any failed
+// message:
+//   - a Write segment continuing the last one placed (its STag, the TO after it), and not
+//     its message's last: the last one, whose bytes a program polling memory for the end
+//     of a Write may read, is staged and verified first;
+//   - a Send segment of the message in progress (a receive taken by its verified first
+//     segment; its MSN, the MO after what it got): the receive buffer belongs to the QP
+//     until the message completes, which happens only after its last segment's CRC.
+func (c *Conn) streamable(h []byte) bool {
+	op, _, err := rdmap.CheckSegment(h)
+	if err != nil {
+		return false
+	}
+	switch op {
+	case rdmap.OpWrite:
+		t := ddp.Tagged(h)
+		return c.wNextOK && !t.Last() && t.STag() == c.wNextSTag && t.TO() == c.wNextTO
+	case rdmap.OpSend, rdmap.OpSendSE, rdmap.OpSendInvalidate, rdmap.OpSendSEInvalidate:
+		u := ddp.Untagged(h)
+		return c.cur != nil && u.QN() == ddp.QNSend && u.MSN() == c.rxMSN[ddp.QNSend] && uint64(u.MO()) == c.curGot
+	}
+	return false
+}
+
 // stageBufs pools the CRC staging buffers.
 var stageBufs = sync.Pool{New: func() any { return new([mpa.MaxULPDU]byte) }}
 
@@ -164,7 +213,7 @@ var stageBufs = sync.Pool{New: func() any { return new([mpa.MaxULPDU]byte) }}
 func (c *Conn) unstage() {
 	if c.stageBuf != nil {
 		stageBufs.Put(c.stageBuf)
-		c.stageBuf, c.staged = nil, nil
+		c.stageBuf, c.staged, c.rxStream = nil, nil, false
 	}
 }
 
@@ -173,6 +222,14 @@ func (c *Conn) unstage() {
 func (c *Conn) rxRead(p []byte) error {
 	if !c.staging {
 		return c.rd.ReadFull(p)
+	}
+	if c.rxStream { // the staged header first, then the stream
+		k := copy(p, c.staged)
+		c.staged = c.staged[k:]
+		if k == len(p) {
+			return nil
+		}
+		return c.rd.ReadFull(p[k:])
 	}
 	if len(p) > len(c.staged) {
 		return mpa.ErrShortULPDU
@@ -301,7 +358,7 @@ func (c *Conn) segment(n int) bool {
 }
 
 func (c *Conn) end() bool {
-	if c.staging {
+	if c.staging && !c.rxStream {
 		c.staged = nil
 		return true
 	}
@@ -373,6 +430,7 @@ func (c *Conn) rxWrite(h []byte, n int, plen uint64) bool {
 	// unchecked) is a no-op: it does not make the next Immediate Data a Write with
 	// Immediate (RFC 7306 §6). Our sender never names such an STag in a user's Write.
 	c.lastWrite = t.Last() && (plen > 0 || stag >= 1<<8)
+	c.wNextSTag, c.wNextTO, c.wNextOK = stag, to+plen, !t.Last() && plen > 0
 	return true
 }
 
