@@ -21,10 +21,7 @@ func TestUpdate(t *testing.T) {
 		t.Log("fastcrc: this CPU (or build) has no AVX-512 VPCLMULQDQ: the folding code is not run here; TestFoldReference checks its method")
 	}
 	r := rand.New(rand.NewPCG(3, 4))
-	buf := make([]byte, 70000)
-	for i := range buf {
-		buf[i] = byte(r.Uint32())
-	}
+	buf := randBytes(r, 70000)
 	lens := []int{0, 1, 15, 16, 255, 256, 257, 511, 512, 1023, 1024, 1025, 1279, 1280, 1500, 4096, 4100, 65536, 65536 + 255, 69000}
 	for range 50 {
 		lens = append(lens, r.IntN(len(buf)-64))
@@ -51,10 +48,7 @@ func TestFoldBlocks(t *testing.T) {
 		t.Skip("fastcrc: no AVX-512 VPCLMULQDQ on this CPU: the folding code cannot run (TestFoldReference checks its method)")
 	}
 	r := rand.New(rand.NewPCG(5, 6))
-	p := make([]byte, 8192)
-	for i := range p {
-		p[i] = byte(r.Uint32())
-	}
+	p := randBytes(r, 8192)
 	for _, pq := range polys {
 		for n := 256; n <= len(p); n += 256 {
 			c := r.Uint32()

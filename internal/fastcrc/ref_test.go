@@ -7,6 +7,15 @@ import (
 	"testing"
 )
 
+// randBytes returns n bytes from r.
+func randBytes(r *rand.Rand, n int) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(r.Uint32())
+	}
+	return b
+}
+
 // clmul is the carry-less product of a and b as PCLMULQDQ gives it (lo, hi).
 func clmul(a, b uint64) (lo, hi uint64) {
 	for i := range 64 {
@@ -81,10 +90,7 @@ func finish(q *poly, lo, hi uint64) uint32 {
 // start values, both polynomials.
 func TestSmall(t *testing.T) {
 	r := rand.New(rand.NewPCG(7, 8))
-	b := make([]byte, 80)
-	for i := range b {
-		b[i] = byte(r.Uint32())
-	}
+	b := randBytes(r, 80)
 	for _, pq := range polys {
 		for n := range len(b) {
 			for _, c := range []uint32{0, 0xffffffff, r.Uint32()} {
@@ -102,10 +108,7 @@ func TestFoldReference(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	for _, pq := range polys {
 		for _, n := range []int{256, 512, 768, 4096, 65536} {
-			p := make([]byte, n)
-			for i := range p {
-				p[i] = byte(r.Uint32())
-			}
+			p := randBytes(r, n)
 			for _, c := range []uint32{0, 0xffffffff, r.Uint32()} {
 				want := crc32.Update(c, pq.q.table, p)
 				lo, hi := foldRef(^c, p, &pq.q.k)

@@ -11,6 +11,33 @@ import (
 	"github.com/softrnic/softrnic/rnic"
 )
 
+// crcRegions are crcTarget's memory: regions a and o of 2n bytes and the n-byte buffer of
+// the receive posted with WRID 5, all zero.
+type crcRegions struct {
+	a, o             *rnic.MR
+	abuf, obuf, rbuf []byte
+}
+
+// crcTarget returns a server side with crcRegions, connected to a raw MPA peer with CRC
+// that has sent its RTR. The side's device is closed when the test ends.
+func crcTarget(t *testing.T, n int) (*side, *rawPeer, crcRegions) {
+	t.Helper()
+	noLeak(t)
+	srv := newSide(t, &pairOpts{})
+	t.Cleanup(func() { srv.dev.Close() })
+	var x crcRegions
+	x.a, x.abuf = srv.reg(t, 2*n, allAccess)
+	x.o, x.obuf = srv.reg(t, 2*n, allAccess)
+	rmr, rbuf := srv.reg(t, n, allAccess)
+	x.rbuf = rbuf
+	_ = srv.qp.PostRecv(&rnic.RecvWR{WRID: 5, SGL: []rnic.SGE{rmr.SGE(0, n)}})
+	p := rawConnect(t, mpa.Config{Rev: 2, CRC: true, P2P: true, RTR: mpa.RTRWrite}, srv, nil)
+	if err := p.wr.WriteFPDU(rtrWrite(), nil); err != nil {
+		t.Fatal(err)
+	}
+	return srv, p, x
+}
+
 // TestBadCRCLeavesNoTrace: with CRC negotiated, an FPDU whose CRC fails is answered with
 // Terminate LLP / MPA / CRC error and none of its bytes reach any region (RFC 5044 §6/§7:
 // a ULPDU is not passed to DDP before its CRC is verified): not with the payload
@@ -35,17 +62,8 @@ func TestBadCRCLeavesNoTrace(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			noLeak(t)
-			srv := newSide(t, &pairOpts{})
-			defer srv.dev.Close()
-			a, abuf := srv.reg(t, 2*n, allAccess)
-			b, bbuf := srv.reg(t, 2*n, allAccess)
-			rmr, rbuf := srv.reg(t, n, allAccess)
-			_ = srv.qp.PostRecv(&rnic.RecvWR{WRID: 5, SGL: []rnic.SGE{rmr.SGE(0, n)}})
-			p := rawConnect(t, mpa.Config{Rev: 2, CRC: true, P2P: true, RTR: mpa.RTRWrite}, srv, nil)
-			if err := p.wr.WriteFPDU(rtrWrite(), nil); err != nil {
-				t.Fatal(err)
-			}
+			srv, p, x := crcTarget(t, n)
+			a, abuf, b, bbuf, rbuf := x.a, x.abuf, x.o, x.obuf, x.rbuf
 			h := make([]byte, ddp.TaggedLen)
 			ddp.Tagged(h).Init(true, rdmap.Control(rdmap.OpWrite), a.RKey(), a.Addr())
 			f := mpa.AppendFPDU(nil, true, h, payload)
@@ -189,17 +207,8 @@ func TestStreamedSegmentsCRC(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			noLeak(t)
-			srv := newSide(t, &pairOpts{})
-			defer srv.dev.Close()
-			a, abuf := srv.reg(t, 2*n, allAccess)
-			o, obuf := srv.reg(t, 2*n, allAccess)
-			rmr, rbuf := srv.reg(t, n, allAccess)
-			_ = srv.qp.PostRecv(&rnic.RecvWR{WRID: 5, SGL: []rnic.SGE{rmr.SGE(0, n)}})
-			p := rawConnect(t, mpa.Config{Rev: 2, CRC: true, P2P: true, RTR: mpa.RTRWrite}, srv, nil)
-			if err := p.wr.WriteFPDU(rtrWrite(), nil); err != nil {
-				t.Fatal(err)
-			}
+			srv, p, x := crcTarget(t, n)
+			a, abuf, o, obuf, rbuf := x.a, x.abuf, x.o, x.obuf, x.rbuf
 			var fpdus [][]byte
 			for i := range 3 {
 				last := i == 2
