@@ -3,8 +3,9 @@ package mpa
 import (
 	"bytes"
 	"encoding/binary"
-	"github.com/softrnic/softrnic/internal/fastcrc"
 	"sync"
+
+	"github.com/softrnic/softrnic/internal/fastcrc"
 )
 
 // Ahead is an FPDU a caller expects to follow the current one in the stream: its ULPDU is

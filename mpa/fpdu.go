@@ -2,10 +2,11 @@ package mpa
 
 import (
 	"encoding/binary"
-	"github.com/softrnic/softrnic/internal/fastcrc"
 	"io"
 	"net"
 	"sync"
+
+	"github.com/softrnic/softrnic/internal/fastcrc"
 )
 
 // FPDU framing constants (RFC 5044 §4).

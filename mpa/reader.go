@@ -2,9 +2,10 @@ package mpa
 
 import (
 	"encoding/binary"
-	"github.com/softrnic/softrnic/internal/fastcrc"
 	"io"
 	"sync"
+
+	"github.com/softrnic/softrnic/internal/fastcrc"
 )
 
 const (

@@ -318,15 +318,15 @@ func (c *Conn) sendInline() bool {
 		return false
 	}
 	c.mu.Lock()
-	if !c.parked.Load() || !c.cwDone || c.dead || c.fatal || c.rnrPending || c.disc.Load() != 0 ||
-		c.sqHead != c.sqTail || c.unaPSN != c.maxSent {
-		c.mu.Unlock()
-		c.txMu.Unlock()
-		return false
+	ok := c.parked.Load() && c.cwDone && !c.dead && !c.fatal && !c.rnrPending && c.disc.Load() == 0 &&
+		c.sqHead == c.sqTail && c.unaPSN == c.maxSent
+	if ok {
+		// Nothing taken, or a message too large for this path (it waits in the ring): the
+		// goroutine sends it.
+		taken, _ := c.take()
+		ok = taken && c.ent(c.sqTail-1).w.Len <= inlineMax
 	}
-	if ok, _ := c.take(); !ok || c.ent(c.sqTail-1).w.Len > inlineMax {
-		// nothing taken, or a message too large for this path (it waits in the ring):
-		// the goroutine sends it
+	if !ok {
 		c.mu.Unlock()
 		c.txMu.Unlock()
 		return false

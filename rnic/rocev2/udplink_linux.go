@@ -527,8 +527,7 @@ func (l *UDPLink) recvGRO(bufs [][]byte, sizes []int, from []netip.AddrPort, vie
 			return 0, err
 		}
 		if got > 0 {
-			l.pendMsg, l.pendN = 0, got
-			l.nextGRO()
+			l.startGRO(got)
 		}
 	}
 }
@@ -620,8 +619,7 @@ func (l *UDPLink) recvEach(bufs [][]byte, sizes []int, from []netip.AddrPort, fn
 			}
 			drained = got < asked
 			if l.gro {
-				l.pendMsg, l.pendN = 0, got
-				l.nextGRO()
+				l.startGRO(got)
 				continue
 			}
 			l.donePlain(got, sizes, from)
@@ -632,6 +630,12 @@ func (l *UDPLink) recvEach(bufs [][]byte, sizes []int, from []netip.AddrPort, fn
 		return ErrLinkClosed
 	}
 	return err // the function never returns true: Read ends with an error only
+}
+
+// startGRO starts handing out the got datagrams a prepGRO receive filled (takeGRO).
+func (l *UDPLink) startGRO(got int) {
+	l.pendMsg, l.pendN = 0, got
+	l.nextGRO()
 }
 
 // nextGRO makes the received datagram in gbuf[pendMsg] the one recvGRO splits.
