@@ -35,7 +35,8 @@ func TestDataPathAllocs(t *testing.T) {
 			benchLatency(b, false, 64, rnic.Config{WaitDrivesReceive: driveHold})
 		}},
 		{"RoCEv2Write/4KiB", func(b *testing.B) { benchRoCEv2Write(b, 4<<10) }},
-		{"RoCEv2Latency", BenchmarkRoCEv2Latency},
+		{"RoCEv2Latency/default", func(b *testing.B) { benchRoCEv2Latency(b, rnic.Config{}) }},
+		{"RoCEv2Latency/drive", func(b *testing.B) { benchRoCEv2Latency(b, rnic.Config{WaitDrivesReceive: driveHold}) }},
 	}
 	for _, crc := range []bool{false, true} {
 		for _, n := range []int{64, 64 << 10} {

@@ -4,6 +4,8 @@ import (
 	"net"
 	"testing"
 	"time"
+
+	"github.com/softrnic/softrnic/rnic"
 )
 
 // BenchmarkRoCEv2Latency measures the round trip of a 64 B RC SEND ping-pong between two
@@ -11,10 +13,17 @@ import (
 // answers from its CQ waiter, as BenchmarkLatency does over iWARP), in rounds alternating
 // with a UDP ping-pong of 64 B datagrams between two sockets of the same process
 // (udp-ns/op; x-udp = UDP RTT ÷ RoCEv2 RTT).
+//
+// In "drive" each side's Wait runs its endpoint's receive itself (Config.WaitDrivesReceive).
 func BenchmarkRoCEv2Latency(b *testing.B) {
+	b.Run("default", func(b *testing.B) { benchRoCEv2Latency(b, rnic.Config{}) })
+	b.Run("drive", func(b *testing.B) { benchRoCEv2Latency(b, rnic.Config{WaitDrivesReceive: driveHold}) })
+}
+
+func benchRoCEv2Latency(b *testing.B, dcfg rnic.Config) {
 	const size = 64
 	b.StopTimer()
-	cli, srv := roceConnect(b)
+	cli, srv := roceConnect(b, dcfg)
 	defer cli.close()
 	defer srv.close()
 	raw, d := sendPingPong(b, size, pingEnd{cli.pd, cli.qp, cli.cq}, pingEnd{srv.pd, srv.qp, srv.cq},

@@ -33,8 +33,8 @@ func roceConfig() *rocev2.Config {
 	return cfg
 }
 
-func newRoceEnd(b *testing.B, addr string) *roceEnd {
-	d, _ := rnic.Open(rnic.Config{})
+func newRoceEnd(b *testing.B, addr string, dcfg rnic.Config) *roceEnd {
+	d, _ := rnic.Open(dcfg)
 	e := &roceEnd{dev: d}
 	e.pd, _ = d.AllocPD()
 	e.cq, _ = d.CreateCQ(4096)
@@ -61,8 +61,8 @@ func (e *roceEnd) close() {
 	_ = e.dev.Close()
 }
 
-func roceConnect(b *testing.B) (cli, srv *roceEnd) {
-	cli, srv = newRoceEnd(b, "127.0.0.1:0"), newRoceEnd(b, "127.0.0.1:0")
+func roceConnect(b *testing.B, dcfg rnic.Config) (cli, srv *roceEnd) {
+	cli, srv = newRoceEnd(b, "127.0.0.1:0", dcfg), newRoceEnd(b, "127.0.0.1:0", dcfg)
 	var err error
 	if _, err = cli.ep.Connect(cli.qp, rocev2.ConnAttr{Remote: srv.ep.LocalAddr(), RemoteQPN: srv.qp.Num(), SendPSN: 1, RecvPSN: 2}); err != nil {
 		b.Fatal(err)
@@ -194,7 +194,7 @@ func BenchmarkRoCEv2Write(b *testing.B) {
 }
 
 func benchRoCEv2Write(b *testing.B, size int) {
-	cli, srv := roceConnect(b)
+	cli, srv := roceConnect(b, rnic.Config{})
 	defer cli.close()
 	defer srv.close()
 	src := make([]byte, size)

@@ -9,6 +9,10 @@ import "context"
 // A waiter that reads the socket itself pays what a plain socket read pays and nothing
 // more.
 type ReceiveDriver interface {
+	// CanDriveReceive reports whether DriveReceive can run the receive at all now (iWARP:
+	// the connection is a kernel TCP socket; RoCEv2: the QP's connection is the only user
+	// of its endpoint). A caller that finds it false waits as without the mode.
+	CanDriveReceive() bool
 	// DriveReceive runs the connection's receive on the calling goroutine until ready
 	// reports true (asked each time the receive has processed what arrived and would
 	// wait for the network, and after Kick), and reports whether it ran it. While the
@@ -79,6 +83,9 @@ func (cq *CQ) takeDriver(ctx context.Context) ReceiveDriver {
 			return nil
 		}
 		t = d
+	}
+	if !t.CanDriveReceive() {
+		return nil
 	}
 	cq.mu.Lock()
 	defer cq.mu.Unlock()

@@ -2,6 +2,7 @@ package rnic
 
 import (
 	"context"
+	"errors"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -54,12 +55,15 @@ func TestCQSoleQP(t *testing.T) {
 }
 
 // fakeDriver is a transport whose receive DriveReceive runs: each run "places" one
-// arrival; Kick is counted.
+// arrival; Kick is counted. With refuse set, CanDriveReceive reports false.
 type fakeDriver struct {
 	tq     *TransportQP
 	placed atomic.Int32
 	kicks  atomic.Int32
+	refuse atomic.Bool
 }
+
+func (f *fakeDriver) CanDriveReceive() bool { return !f.refuse.Load() }
 
 func (f *fakeDriver) DriveReceive(ready func() bool, w Waker) bool {
 	f.placed.Add(1)
@@ -116,4 +120,37 @@ func TestQPDriveReceiveContext(t *testing.T) {
 			_ = q.Destroy()
 		}
 	}
+}
+
+// TestDriveRefused: a transport whose CanDriveReceive reports false is not driven:
+// QP.DriveReceive returns ErrNoDriver and CQ.Wait waits as without the mode.
+func TestDriveRefused(t *testing.T) {
+	d, err := Open(Config{WaitDrivesReceive: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	pd, _ := d.AllocPD()
+	cq, _ := d.CreateCQ(16)
+	q, err := d.CreateQP(pd, QPAttr{SendCQ: cq, RecvCQ: cq})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fakeDriver{}
+	f.refuse.Store(true)
+	if f.tq, err = AttachTransport(q, f); err != nil {
+		t.Fatal(err)
+	}
+	if err := q.DriveReceive(context.Background(), func() bool { return false }); !errors.Is(err, ErrNoDriver) {
+		t.Fatalf("DriveReceive: %v, want ErrNoDriver", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Millisecond)
+	defer cancel()
+	if n, err := cq.Wait(ctx, make([]Completion, 1)); n != 0 || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Wait: %d, %v", n, err)
+	}
+	if f.placed.Load() != 0 {
+		t.Fatalf("a refusing transport was driven %d times", f.placed.Load())
+	}
+	_ = q.Destroy()
 }

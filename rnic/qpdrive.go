@@ -7,8 +7,9 @@ import (
 )
 
 // ErrNoDriver is returned by QP.DriveReceive for a QP whose receive its caller cannot run:
-// the device's Config.WaitDrivesReceive is 0, or the QP's transport is not a
-// ReceiveDriver (RoCEv2; iWARP over a connection that is not a kernel TCP socket).
+// the device's Config.WaitDrivesReceive is 0, or the QP's transport cannot run it
+// (ReceiveDriver.CanDriveReceive: iWARP over a connection that is not a kernel TCP socket;
+// RoCEv2 over a link other than a Linux UDPLink, or on an endpoint that other QPs use too).
 var ErrNoDriver = errors.New("rnic: the QP's receive cannot be driven by its caller (Config.WaitDrivesReceive)")
 
 // ErrDriveBusy is returned by QP.DriveReceive while another DriveReceive of the QP runs.
@@ -59,7 +60,7 @@ func (q *QP) DriveReceive(ctx context.Context, until func() bool) error {
 		return ErrNoDriver
 	}
 	d, ok := q.transport().(ReceiveDriver)
-	if !ok {
+	if !ok || !d.CanDriveReceive() {
 		return ErrNoDriver
 	}
 	q.mu.Lock()
@@ -86,6 +87,9 @@ func (q *QP) DriveReceive(ctx context.Context, until func() bool) error {
 		}
 		if err := ctx.Err(); err != nil {
 			return err
+		}
+		if !d.CanDriveReceive() {
+			return ErrNoDriver
 		}
 		if d.DriveReceive(s.ready, s) {
 			continue

@@ -187,6 +187,10 @@ func (c *Conn) run() {
 	}
 }
 
+// CanDriveReceive implements rnic.ReceiveDriver: the device enables the mode and the
+// connection is a kernel TCP socket.
+func (c *Conn) CanDriveReceive() bool { return c.drv != nil }
+
 // DriveReceive implements rnic.ReceiveDriver (rnic.Config.WaitDrivesReceive).
 func (c *Conn) DriveReceive(ready func() bool, w rnic.Waker) bool {
 	return c.drv != nil && c.drv.DriveReceive(ready, w)

@@ -27,6 +27,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/softrnic/softrnic/internal/wakers"
 	"github.com/softrnic/softrnic/rnic"
 )
 
@@ -56,7 +57,7 @@ type rxDrive struct {
 	mu      sync.Mutex
 	owner   int
 	want    atomic.Bool // a Wait asked for the receive
-	wakes   wakeList    // the callers waiting for the receive
+	wakes   wakers.List // the callers waiting for the receive
 	rch     chan struct{}
 	gen     uint64 // DriveReceive calls; the reclaim timer compares
 	tickGen uint64
@@ -193,7 +194,7 @@ func (d *rxDrive) lend() {
 	d.owner = drvLent
 	d.lent.Add(1)
 	d.want.Store(false)
-	w := d.wakes.take()
+	w := d.wakes.Take()
 	d.tickGen = d.gen
 	if !d.timerOn {
 		d.timerOn = true
@@ -204,45 +205,7 @@ func (d *rxDrive) lend() {
 		}
 	}
 	d.mu.Unlock()
-	w.wake()
-}
-
-// wakeList is the callers waiting for the receive (rnic.ReceiveDriver): each distinct
-// Waker once. A QP has at most three: its send CQ's, its receive CQ's (a CQ drives only
-// the receive of the one QP that uses it) and its QP.DriveReceive's.
-type wakeList struct {
-	w [3]rnic.Waker
-	n int
-}
-
-// add records w unless it is there; false when the list is full (a caller beyond the
-// three, through Conn.DriveReceive itself), which is then to be woken at once to ask again.
-func (l *wakeList) add(w rnic.Waker) bool {
-	for _, x := range l.w[:l.n] {
-		if x == w {
-			return true
-		}
-	}
-	if l.n == len(l.w) {
-		return false
-	}
-	l.w[l.n] = w
-	l.n++
-	return true
-}
-
-// take empties the list, returning what it held.
-func (l *wakeList) take() wakeList {
-	t := *l
-	*l = wakeList{}
-	return t
-}
-
-// wake wakes every Waker of the list.
-func (l *wakeList) wake() {
-	for _, w := range l.w[:l.n] {
-		w.Wake()
-	}
+	w.Wake()
 }
 
 // tick takes the receive back when no Wait started since the last tick.
@@ -290,7 +253,7 @@ func (d *rxDrive) DriveReceive(ready func() bool, w rnic.Waker) bool {
 		d.owner = drvWait
 		d.gen++
 	case drvOwn, drvWait: // w is woken once the receive is handed over, or its driver stops
-		kept := d.wakes.add(w)
+		kept := d.wakes.Add(w)
 		first := d.owner == drvOwn && !d.want.Swap(true)
 		d.mu.Unlock()
 		if first {
@@ -320,9 +283,9 @@ func (d *rxDrive) DriveReceive(ready func() bool, w rnic.Waker) bool {
 	default:
 		d.owner = drvLent
 	}
-	wl := d.wakes.take() // callers that found it driven (drvWait above)
+	wl := d.wakes.Take() // callers that found it driven (drvWait above)
 	d.mu.Unlock()
-	wl.wake()
+	wl.Wake()
 	return true
 }
 

@@ -229,6 +229,7 @@ func (e *Endpoint) connect(qp *rnic.QP, attr ConnAttr, o connOpts) (*Conn, error
 	e.conns[qp.Num()] = c
 	e.connsGen.Add(1)
 	e.mu.Unlock()
+	e.connsChanged()
 	go c.run()
 	if err := tq.Established(); err != nil {
 		c.Disconnect(false)
@@ -348,6 +349,27 @@ func (c *Conn) sendInline() bool {
 	return true
 }
 
+// CanDriveReceive implements rnic.ReceiveDriver: the device enables
+// rnic.Config.WaitDrivesReceive, the endpoint's link is a Linux UDPLink, and this
+// connection is the endpoint's only one (rxdrive.go).
+func (c *Conn) CanDriveReceive() bool { return c.e.drv != nil && c.e.drv.canDrive(c) }
+
+// DriveReceive implements rnic.ReceiveDriver: the caller runs the endpoint's receive.
+func (c *Conn) DriveReceive(ready func() bool, w rnic.Waker) bool {
+	if c.e.drv == nil {
+		w.Wake()
+		return false
+	}
+	return c.e.drv.drive(c, ready, w)
+}
+
+// Kick implements rnic.ReceiveDriver.
+func (c *Conn) Kick() {
+	if c.e.drv != nil {
+		c.e.drv.kick()
+	}
+}
+
 // Disconnect implements rnic.QPTransport: graceful waits until every sent
 // request is acknowledged; abortive stops at once. RoCE has no LLP to close.
 func (c *Conn) Disconnect(graceful bool) {
@@ -453,6 +475,7 @@ func (c *Conn) step() (park bool, next time.Time, exit bool) {
 		delete(c.e.conns, c.qp.QP().Num())
 		c.e.connsGen.Add(1)
 		c.e.mu.Unlock()
+		c.e.connsChanged()
 		if c.onDone != nil && !c.remoteClosed.Load() && !c.e.closed.Load() {
 			c.onDone()
 		}

@@ -70,7 +70,13 @@
 // streaming and the timers; a message of at most 1 KiB posted while the connection is
 // idle and that goroutine parked is sent by the posting goroutine itself (Conn.SendQueued,
 // counted in Endpoint.InlineSends), which saves a goroutine wake-up on the way of each
-// message of a ping-pong. WQEs stay unfinished until acknowledged:
+// message of a ping-pong. The endpoint's one receive goroutine reads its link for all
+// its QPs; with rnic.Config.WaitDrivesReceive, while one RC connection is the only user
+// of an endpoint on a Linux [UDPLink], the goroutine blocked in rnic.CQ.Wait on that
+// QP's CQ (or in rnic.QP.DriveReceive) reads the socket itself, so the message that
+// completes it costs no goroutine hand-off (rxdrive.go; [Endpoint.DriveStats]). A
+// second connection or UD QP on the endpoint takes the receive back at once. WQEs
+// stay unfinished until acknowledged:
 //
 //   - ACKs are cumulative; a READ response or atomic ACK implicitly
 //     acknowledges the requests before it;

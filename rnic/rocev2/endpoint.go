@@ -47,6 +47,7 @@ type Endpoint struct {
 	crcHelpNow bool // tests: a WQE's payload CRCs are computed as it is taken
 
 	closed  atomic.Bool
+	drv     *rxDrive      // rnic.Config.WaitDrivesReceive (rxdrive.go); nil without it
 	quit    chan struct{} // closed by Close: ends the receive back-off
 	wg      sync.WaitGroup
 	linkErr atomic.Pointer[error] // the receive error that stopped the endpoint
@@ -115,6 +116,11 @@ func NewEndpoint(dev *rnic.Device, link Link, cfg *Config) *Endpoint {
 	e.params = e.cfg.params()
 	e.log = e.cfg.Logger
 	e.txSize = link.BatchSize()
+	if each, ok := link.(eachLink); ok && dev != nil {
+		if hold := dev.Config().WaitDrivesReceive; hold > 0 {
+			e.drv = newRxDrive(e, hold, each)
+		}
+	}
 	e.cm()
 	e.wg.Add(1)
 	go e.recvLoop(link, e.input)

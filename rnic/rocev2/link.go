@@ -3,6 +3,7 @@ package rocev2
 import (
 	"errors"
 	"net/netip"
+	"time"
 )
 
 // Link carries RoCEv2 UDP payloads (BTH through ICRC) between endpoints. It is
@@ -86,11 +87,18 @@ type viewLink interface {
 // eachLink is a Link whose receive can run as a loop inside one wait on its socket
 // (UDPLink): recvEach calls fn with each batch recvView would return, until the link
 // closes (ErrLinkClosed) or fails, and after a batch that found the socket drained it
-// waits for the poller without first reading the socket empty. The endpoint's receive
-// loop uses it.
+// waits for the poller without first reading the socket empty. stop (nil: never) is
+// asked after each batch and before each wait for the poller; when it reports true,
+// recvEach returns errRecvStopped. setRecvDeadline sets the socket's read deadline: one
+// in the past makes a recvEach waiting for the poller return os.ErrDeadlineExceeded
+// (how another goroutine interrupts it: rxdrive.go). The endpoint's receive loop uses it.
 type eachLink interface {
-	recvEach(bufs [][]byte, sizes []int, from []netip.AddrPort, fn func(n int)) error
+	recvEach(bufs [][]byte, sizes []int, from []netip.AddrPort, fn func(n int), stop func() bool) error
+	setRecvDeadline(t time.Time)
 }
+
+// errRecvStopped ends a recvEach whose stop function reported true.
+var errRecvStopped = errors.New("rocev2: receive stopped")
 
 // gatherLink is a Link that sends packets given in parts: packet i is head[i], body[i]
 // and tail[i] in that order (body and tail may be nil or empty). Connections send a

@@ -41,7 +41,14 @@ func (e *Endpoint) recvLoop(link Link, input func(r *rxCtx, b []byte, from, loca
 	}
 	var backoff time.Duration
 	var delay *time.Timer
+	var d *rxDrive // a Wait may run this receive (rxdrive.go)
+	if link == e.link && e.drv != nil {
+		d = e.drv
+	}
 	batch := func(n int) {
+		if d != nil {
+			d.blocked.Store(false) // the Wait running it no longer waits: a completion need not kick it
+		}
 		if backoff != 0 {
 			e.log.Info("rocev2: link receive recovered", "link", local)
 			backoff = 0
@@ -58,10 +65,25 @@ func (e *Endpoint) recvLoop(link Link, input func(r *rxCtx, b []byte, from, loca
 		}
 	}
 	each, _ := link.(eachLink)
+	if each == nil {
+		d = nil
+	}
+	if d != nil {
+		d.start(func(stop func() bool) error { return each.recvEach(bufs, sizes, from, batch, stop) })
+		defer d.finish()
+	}
 	for {
 		var err error
-		if each != nil {
-			err = each.recvEach(bufs, sizes, from, batch)
+		if d != nil {
+			if !d.await() {
+				return
+			}
+			if err = d.pump(d.ownStop); err == errRecvStopped {
+				d.lend()
+				continue
+			}
+		} else if each != nil {
+			err = each.recvEach(bufs, sizes, from, batch, nil)
 		} else {
 			var n int
 			if n, err = recv(bufs, sizes, from); err == nil {

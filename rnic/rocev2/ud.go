@@ -86,6 +86,7 @@ func (e *Endpoint) CreateUD(qp *rnic.QP, qkey uint32) (*UDQP, error) {
 	}
 	e.ud[qp.Num()] = u
 	e.mu.Unlock()
+	e.connsChanged()
 	go u.run()
 	if err := tq.Established(); err != nil {
 		u.Disconnect(false)
@@ -146,6 +147,7 @@ func (u *UDQP) run() {
 			u.e.mu.Lock()
 			delete(u.e.ud, u.qp.QP().Num())
 			u.e.mu.Unlock()
+			u.e.connsChanged()
 			u.qp.TransportDone(nil)
 			close(u.done)
 			return

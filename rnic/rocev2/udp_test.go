@@ -17,8 +17,14 @@ import (
 // udpPair connects two endpoints over loopback UDP sockets.
 func udpPair(t testing.TB, addr string, opt *UDPOptions, cfg *Config) (cli, srv *side) {
 	t.Helper()
+	return udpPairDev(t, addr, opt, cfg, rnic.Config{})
+}
+
+// udpPairDev is udpPair with devices opened with dcfg.
+func udpPairDev(t testing.TB, addr string, opt *UDPOptions, cfg *Config, dcfg rnic.Config) (cli, srv *side) {
+	t.Helper()
 	mk := func() *side {
-		d, _ := rnic.Open(rnic.Config{})
+		d, _ := rnic.Open(dcfg)
 		s := &side{dev: d}
 		s.pd, _ = d.AllocPD()
 		s.scq, _ = d.CreateCQ(1 << 16)
@@ -332,7 +338,7 @@ func TestUDPRecvEach(t *testing.T) {
 					if next == total {
 						close(all)
 					}
-				})
+				}, nil)
 			}()
 			select {
 			case <-all:

@@ -11,6 +11,7 @@ import (
 	"os"
 	"sync"
 	"syscall"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -75,6 +76,7 @@ type UDPLink struct {
 	sHdr           []unix.Mmsghdr
 	sErr           syscall.Errno // first datagram the kernel refused in a sendmmsg
 	idFix          []idFix       // ICRCs fixed for their GSO segment's IP ID, undone after the send
+	each           eachArgs      // the recvEach in progress (one at a time: the endpoint's receive)
 	idLen          int           // the packet length idDelta is for (0: none yet)
 	idDelta        [64]uint32    // ICRC deltas of IP IDs 0…63 for packets of idLen bytes
 	rN, rGot       int
@@ -589,48 +591,87 @@ func (l *UDPLink) prepGRO() int {
 // an edge-triggered event, which makes the wait return. It returns ErrLinkClosed once
 // the link is closed; fn runs on the caller's goroutine, which must not close the link
 // from inside fn (Close waits for the read in progress).
-func (l *UDPLink) recvEach(bufs [][]byte, sizes []int, from []netip.AddrPort, fn func(n int)) error {
-	// One closure per call: the endpoint calls recvEach once per receive loop (again only
-	// after a receive error), not per batch.
-	err := l.rc.Read(func(fd uintptr) bool {
-		drained := false // the last recvmmsg filled fewer headers than it was given
-		for {
-			if l.gro {
-				if n := l.takeGRO(bufs, sizes, from, true); n > 0 {
-					fn(n)
-					continue
-				}
-			}
-			if drained {
-				return false // wait for the poller; it calls this function again
-			}
-			asked := 0
-			if l.gro {
-				asked = l.prepGRO()
-			} else {
-				asked = l.prepPlain(bufs)
-			}
-			got, ok := l.sysRecvmmsg(fd, asked)
-			if !ok {
-				return false
-			}
-			if got <= 0 {
-				continue
-			}
-			drained = got < asked
-			if l.gro {
-				l.startGRO(got)
-				continue
-			}
-			l.donePlain(got, sizes, from)
-			fn(got)
-		}
-	})
-	if errors.Is(err, net.ErrClosed) {
-		return ErrLinkClosed
+func (l *UDPLink) recvEach(bufs [][]byte, sizes []int, from []netip.AddrPort, fn func(n int), stop func() bool) error {
+	e := &l.each
+	e.bufs, e.sizes, e.from, e.fn, e.stop, e.stopped = bufs, sizes, from, fn, stop, false
+	if e.read == nil {
+		e.read = l.eachRead // made once: a Wait that drives the receive calls recvEach each time
 	}
-	return err // the function never returns true: Read ends with an error only
+	err := l.rc.Read(e.read)
+	stopped := e.stopped
+	e.bufs, e.sizes, e.from, e.fn, e.stop = nil, nil, nil, nil, nil
+	switch {
+	case errors.Is(err, net.ErrClosed):
+		return ErrLinkClosed
+	case err == nil && stopped:
+		return errRecvStopped
+	}
+	return err // eachRead returns true only when stopped: Read ends with an error otherwise
 }
+
+// eachArgs is a recvEach call's arguments, for eachRead.
+type eachArgs struct {
+	bufs    [][]byte
+	sizes   []int
+	from    []netip.AddrPort
+	fn      func(n int)
+	stop    func() bool
+	stopped bool
+	read    func(fd uintptr) bool
+}
+
+// stopNow asks the call's stop function, and records a stop.
+func (e *eachArgs) stopNow() bool {
+	e.stopped = e.stop != nil && e.stop()
+	return e.stopped
+}
+
+// eachRead is recvEach's function for RawConn.Read: it receives and hands out batches
+// until the socket is drained, then returns false (wait for the poller), unless the stop
+// function says to stop.
+func (l *UDPLink) eachRead(fd uintptr) bool {
+	e := &l.each
+	drained := false // the last recvmmsg filled fewer headers than it was given
+	for {
+		if l.gro {
+			if n := l.takeGRO(e.bufs, e.sizes, e.from, true); n > 0 {
+				e.fn(n)
+				if e.stopNow() {
+					return true
+				}
+				continue
+			}
+		}
+		if drained {
+			return e.stopNow() // false: wait for the poller; it calls this function again
+		}
+		asked := 0
+		if l.gro {
+			asked = l.prepGRO()
+		} else {
+			asked = l.prepPlain(e.bufs)
+		}
+		got, ok := l.sysRecvmmsg(fd, asked)
+		if !ok {
+			return e.stopNow()
+		}
+		if got <= 0 {
+			continue
+		}
+		drained = got < asked
+		if l.gro {
+			l.startGRO(got)
+			continue
+		}
+		l.donePlain(got, e.sizes, e.from)
+		e.fn(got)
+		if e.stopNow() {
+			return true
+		}
+	}
+}
+
+func (l *UDPLink) setRecvDeadline(t time.Time) { _ = l.conn.SetReadDeadline(t) }
 
 // startGRO starts handing out the got datagrams a prepGRO receive filled (takeGRO).
 func (l *UDPLink) startGRO(got int) {

@@ -47,10 +47,11 @@ func Usage(w io.Writer) {
 	--bind addr		server: listen on this address (RoCEv2: the link's address,
 				default the host's first IPv4 address)
 	--crc			request MPA CRC32c (iWARP; siw follows the request)
-	--wait-drives d		iWARP: a wait for a completion, or write_lat's for the peer's Write,
+	--wait-drives d		a wait for a completion, or write_lat's for the peer's Write,
 				reads the socket itself, and keeps it for d between waits
-				(rnic.Config.WaitDrivesReceive, QP.DriveReceive)
-	--spin d		with --wait-drives: a receive busy-polls its empty socket for d
+				(rnic.Config.WaitDrivesReceive, QP.DriveReceive; RoCEv2: while
+				the test's one QP is the only one on its endpoint)
+	--spin d		iWARP, with --wait-drives: a receive busy-polls its empty socket for d
 				before it blocks (rnic.Config.ReceiveSpin; a CPU spins meanwhile)
 	--timeout d		give up after the duration d (e.g. 60s)
 	--idle d		give up after d without a message or data from the peer (default 2m)
@@ -358,8 +359,8 @@ func (o *Options) supported() error {
 		return errors.New("atomic: iWARP has no atomics (siw implements none; use --roce)")
 	case o.RoCE && o.CRC:
 		return errors.New("--crc is an MPA (iWARP) option")
-	case o.RoCE && o.WaitDrives > 0:
-		return errors.New("--wait-drives is an iWARP option")
+	case o.RoCE && o.Spin > 0:
+		return errors.New("--spin is an iWARP option (a RoCEv2 receive does not busy-poll)")
 	case o.Spin > 0 && o.WaitDrives <= 0:
 		// the connection's goroutine would spin and still have to wake the waiting one
 		return errors.New("--spin needs --wait-drives (iWARP)")

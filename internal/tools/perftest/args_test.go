@@ -137,13 +137,13 @@ func TestDefaultsForDaemon(t *testing.T) {
 }
 
 // TestWaitDrivesOption: --wait-drives sets the device's WaitDrivesReceive over iWARP and
-// is refused over RoCEv2 and with a bad duration.
+// RoCEv2, and is refused with a bad duration.
 func TestWaitDrivesOption(t *testing.T) {
 	o, err := ParseArgs([]string{"send_lat", "--wait-drives=5ms"})
 	if err != nil || o.WaitDrives != 5*time.Millisecond || o.supported() != nil {
 		t.Fatalf("parsed %+v, %v, %v", o, err, o.supported())
 	}
-	if o, err := ParseArgs([]string{"send_lat", "--roce", "--wait-drives", "5ms"}); err != nil || o.supported() == nil {
+	if o, err := ParseArgs([]string{"send_lat", "--roce", "--wait-drives", "5ms"}); err != nil || o.WaitDrives != 5*time.Millisecond || o.supported() != nil {
 		t.Fatalf("--roce --wait-drives: %v, supported %v", err, o.supported())
 	}
 	if _, err := ParseArgs([]string{"send_lat", "--wait-drives", "-1s"}); err == nil {
@@ -152,13 +152,14 @@ func TestWaitDrivesOption(t *testing.T) {
 }
 
 // TestSpinOption: --spin sets the device's ReceiveSpin beside --wait-drives, and is
-// refused without it (and so over RoCEv2).
+// refused without it and over RoCEv2.
 func TestSpinOption(t *testing.T) {
 	o, err := ParseArgs([]string{"read_lat", "--wait-drives", "10ms", "--spin", "200us"})
 	if err != nil || o.Spin != 200*time.Microsecond || o.supported() != nil {
 		t.Fatalf("parsed %+v, %v, %v", o, err, o.supported())
 	}
-	for _, args := range [][]string{{"read_lat", "--spin", "200us"}, {"read_lat", "--roce", "--spin", "200us"}} {
+	for _, args := range [][]string{{"read_lat", "--spin", "200us"}, {"read_lat", "--roce", "--spin", "200us"},
+		{"read_lat", "--roce", "--wait-drives", "10ms", "--spin", "200us"}} {
 		if o, err := ParseArgs(args); err != nil || o.supported() == nil {
 			t.Fatalf("%q: %v, supported %v", args, err, o.supported())
 		}

@@ -58,7 +58,7 @@ func (s *session) open() error {
 	cfg.Timeout = uint8(o.Timeout8)
 	cfg.RetryCnt, cfg.RNRRetry = uint8(o.Retry), uint8(o.Retry)
 	cfg.MaxRdAtomic, cfg.MaxDestRd = max(o.OutReads, 1), max(o.OutReads, 1)
-	s.dev, s.t, err = tool.Open(rnic.Config{Name: o.Dev}, cm.RoCEv2, local.String(), &cm.Options{RoCE: cfg})
+	s.dev, s.t, err = tool.Open(rnic.Config{Name: o.Dev, WaitDrivesReceive: o.WaitDrives}, cm.RoCEv2, local.String(), &cm.Options{RoCE: cfg})
 	if err != nil {
 		return fmt.Errorf("RoCEv2 link on %v: %w", local, err)
 	}

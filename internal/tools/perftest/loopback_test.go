@@ -276,6 +276,9 @@ func TestLatLoopback(t *testing.T) {
 		{"write_lat", true, []string{"-R", "-n", "300"}},
 		{"read_lat", true, []string{"-x", "1", "-n", "300"}},
 		{"send_lat", true, []string{"-n", "300", "-s", "2048"}},
+		{"write_lat", true, []string{"-R", "-n", "300", "--wait-drives", "5ms"}},
+		{"read_lat", true, []string{"-R", "-n", "300", "-s", "64", "--wait-drives", "5ms"}},
+		{"send_lat", true, []string{"-R", "-n", "300", "-s", "100", "--wait-drives", "5ms"}},
 		{"write_lat", false, []string{"-a", "-n", "5"}},
 		{"send_lat", true, []string{"-a", "-n", "5"}},
 	} {
