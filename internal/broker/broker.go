@@ -580,8 +580,6 @@ func (b *Broker) forward(p *proc, pkt []byte, from netip.AddrPort) {
 // detach releases everything of a process that ended.
 func (b *Broker) detach(p *proc) {
 	now := time.Now()
-	var dreqs [][]byte
-	var dsts []netip.AddrPort
 	b.mu.Lock()
 	delete(b.procs, p.slot)
 	for n, s := range b.qpns {
@@ -594,17 +592,7 @@ func (b *Broker) detach(p *proc) {
 			delete(b.services, id)
 		}
 	}
-	for id, e := range b.comm {
-		if e.slot != p.slot {
-			continue
-		}
-		if e.est && e.ended.IsZero() && e.remoteQPN != 0 {
-			dreqs = append(dreqs, dreqPacket(id, e, b.Addr(), b.psn))
-			dsts = append(dsts, e.peer)
-			b.psn = b.psn.Add(1)
-		}
-		delete(b.comm, id)
-	}
+	dreqs, dsts := b.dropComm(p.slot, b.Addr())
 	for id, s := range b.sidr {
 		if s.slot == p.slot {
 			delete(b.sidr, id)
@@ -619,6 +607,27 @@ func (b *Broker) detach(p *proc) {
 			b.cnt.DREQsSent.Add(1)
 		}
 	}
+}
+
+// dropComm forgets process slot's connections and returns the DREQs the daemon sends from
+// src for those that got as far as the REP and have not ended, with their destinations.
+// The RTU is not waited for: the REP's receiver is established once it sends the RTU,
+// and the passive side once the RTU or the first data packet arrives (IBTA Vol. 1
+// ch. 12; Linux's IB_EVENT_COMM_EST), so a connection can carry data while its RTU is
+// still on its way through the daemon, or lost. b.mu is held.
+func (b *Broker) dropComm(slot steer.Slot, src netip.AddrPort) (dreqs [][]byte, dsts []netip.AddrPort) {
+	for id, e := range b.comm {
+		if e.slot != slot {
+			continue
+		}
+		if e.remoteID != 0 && e.remoteQPN != 0 && e.ended.IsZero() {
+			dreqs = append(dreqs, dreqPacket(id, e, src, b.psn))
+			dsts = append(dsts, e.peer)
+			b.psn = b.psn.Add(1)
+		}
+		delete(b.comm, id)
+	}
+	return dreqs, dsts
 }
 
 // Process is an attached process as ListQPs and Processes report it.

@@ -159,3 +159,55 @@ func TestRoutingBounds(t *testing.T) {
 		t.Fatalf("after the linger: %d entries, process 1 holds %d", len(b.comm), b.procs[1].ncomm)
 	}
 }
+
+// TestDetachDREQs: when a process ends, the daemon sends a DREQ for each of its
+// connections that got as far as the REP, RTU seen or not (the peer may be established
+// and carrying data while the RTU is still on its way), and for none that ended or got
+// no REP; all of the process's comm IDs are forgotten.
+func TestDetachDREQs(t *testing.T) {
+	b := newTestBroker()
+	now := time.Now()
+	out := func(slot steer.Slot, m roce.CMMessage) {
+		t.Helper()
+		if !b.learnOut(slot, madOf(t, m), peer, now) {
+			t.Fatalf("%T refused", m)
+		}
+	}
+	in := func(m roce.CMMessage) { b.routeIn(madOf(t, m), peer, now) }
+	// 0xA: REQ and REP, no RTU yet; 0xB: established; 0xC: REQ only; 0xD: rejected
+	out(1, &roce.REQ{LocalCommID: 0xA, LocalQPN: 100})
+	in(&roce.REP{LocalCommID: 0x7A, RemoteCommID: 0xA, LocalQPN: 501})
+	out(1, &roce.REQ{LocalCommID: 0xB, LocalQPN: 100})
+	in(&roce.REP{LocalCommID: 0x7B, RemoteCommID: 0xB, LocalQPN: 502})
+	out(1, &roce.RTU{LocalCommID: 0xB, RemoteCommID: 0x7B})
+	out(1, &roce.REQ{LocalCommID: 0xC, LocalQPN: 100})
+	out(1, &roce.REQ{LocalCommID: 0xD, LocalQPN: 100})
+	in(&roce.REJ{LocalCommID: 0x7D, RemoteCommID: 0xD})
+	out(2, &roce.REQ{LocalCommID: 0xE, LocalQPN: 200}) // another process's: kept
+	in(&roce.REP{LocalCommID: 0x7E, RemoteCommID: 0xE, LocalQPN: 503})
+
+	dreqs, dsts := b.dropComm(1, netip.MustParseAddrPort("192.0.2.1:4791"))
+	got := map[uint32]uint32{} // remote comm ID -> remote QPN
+	for i, pkt := range dreqs {
+		md, ok := parseMAD(pkt)
+		if !ok || md.attr != roce.AttrDREQ {
+			t.Fatal("DREQ packet does not parse")
+		}
+		d, err := roce.ParseDREQ(md.data)
+		if err != nil || dsts[i] != peer {
+			t.Fatalf("DREQ %+v %v to %v", d, err, dsts[i])
+		}
+		got[d.RemoteCommID] = d.RemoteQPN
+	}
+	if len(got) != 2 || got[0x7A] != 501 || got[0x7B] != 502 {
+		t.Fatalf("DREQs for %v, want comm IDs 0x7a (QPN 501) and 0x7b (QPN 502)", got)
+	}
+	for id := range b.comm {
+		if b.comm[id].slot == 1 {
+			t.Fatalf("comm ID %#x of the ended process kept", id)
+		}
+	}
+	if b.comm[0xE] == nil {
+		t.Fatal("the other process's connection was dropped")
+	}
+}
