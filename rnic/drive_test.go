@@ -78,13 +78,7 @@ func (f *fakeDriver) SendQueued()     {}
 // destroyed, though the context lives on (the registration is stopped, and with it the
 // reference to the transport).
 func TestQPDriveReceiveContext(t *testing.T) {
-	d, err := Open(Config{WaitDrivesReceive: time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
-	pd, _ := d.AllocPD()
-	cq, _ := d.CreateCQ(16)
+	d, pd, cq := setupCfg(t, Config{WaitDrivesReceive: time.Second})
 	for _, destroy := range []bool{false, true} {
 		q, err := d.CreateQP(pd, QPAttr{SendCQ: cq, RecvCQ: cq})
 		if err != nil {
@@ -125,13 +119,7 @@ func TestQPDriveReceiveContext(t *testing.T) {
 // TestDriveRefused: a transport whose CanDriveReceive reports false is not driven:
 // QP.DriveReceive returns ErrNoDriver and CQ.Wait waits as without the mode.
 func TestDriveRefused(t *testing.T) {
-	d, err := Open(Config{WaitDrivesReceive: time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
-	pd, _ := d.AllocPD()
-	cq, _ := d.CreateCQ(16)
+	d, pd, cq := setupCfg(t, Config{WaitDrivesReceive: time.Second})
 	q, err := d.CreateQP(pd, QPAttr{SendCQ: cq, RecvCQ: cq})
 	if err != nil {
 		t.Fatal(err)

@@ -9,7 +9,13 @@ import (
 
 func setup(t *testing.T) (*Device, *PD, *CQ) {
 	t.Helper()
-	d, err := Open(Config{})
+	return setupCfg(t, Config{})
+}
+
+// setupCfg opens a device with cfg (closed at the test's end), a PD and a 16-entry CQ.
+func setupCfg(t *testing.T, cfg Config) (*Device, *PD, *CQ) {
+	t.Helper()
+	d, err := Open(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

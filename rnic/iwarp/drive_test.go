@@ -94,9 +94,9 @@ func testDrivePingPong(t *testing.T, hold, spin time.Duration) {
 	}
 	for _, s := range []*side{cli, srv} {
 		d := s.conn.drv
-		t.Logf("hand-overs %d, reclaims %d, driven Waits %d", d.lent.Load(), d.reclaims.Load(), d.driven.Load())
-		if d.lent.Load() == 0 || d.driven.Load() == 0 || hold == time.Second && d.driven.Load() < rounds/2 {
-			t.Errorf("hand-overs %d, driven Waits %d of %d rounds", d.lent.Load(), d.driven.Load(), rounds)
+		t.Logf("hand-overs %d, reclaims %d, driven Waits %d", d.h.Lent.Load(), d.h.Reclaims.Load(), d.h.Driven.Load())
+		if d.h.Lent.Load() == 0 || d.h.Driven.Load() == 0 || hold == time.Second && d.h.Driven.Load() < rounds/2 {
+			t.Errorf("hand-overs %d, driven Waits %d of %d rounds", d.h.Lent.Load(), d.h.Driven.Load(), rounds)
 		}
 		st := s.qp.Counters().Snapshot()
 		t.Logf("spins that found data %d, that ran out %d", st.SpinHits, st.SpinTimeouts)
@@ -132,7 +132,7 @@ func testDriveReclaim(t *testing.T, spin time.Duration) {
 			t.Fatal("read data differs")
 		}
 	}
-	if srv.conn.drv.reclaims.Load() == 0 {
+	if srv.conn.drv.h.Reclaims.Load() == 0 {
 		t.Fatal("the server's receive was not taken back")
 	}
 	// and a later Wait gets it again
@@ -144,8 +144,8 @@ func testDriveReclaim(t *testing.T, spin time.Duration) {
 // one Wait on a loaded machine (10 s at most).
 func takeReceive(t *testing.T, s *side) {
 	t.Helper()
-	before := s.conn.drv.driven.Load()
-	for deadline := time.Now().Add(10 * time.Second); s.conn.drv.driven.Load() == before; {
+	before := s.conn.drv.h.Driven.Load()
+	for deadline := time.Now().Add(10 * time.Second); s.conn.drv.h.Driven.Load() == before; {
 		if time.Now().After(deadline) {
 			t.Fatal("no Wait drove the receive")
 		}
@@ -213,7 +213,7 @@ func testDriveCancelMidMessage(t *testing.T, spin time.Duration) {
 			t.Fatalf("attempt %d: receive %d of %d bytes, equal %v", attempt, wc[0].ByteLen, size, bytes.Equal(sbuf, cbuf))
 		}
 		expect(t, wait(t, cli.scq), rnic.WCSend, rnic.StatusSuccess)
-		t.Logf("attempt %d: %d Waits ended by their context; driven %d", attempt, cancelled, srv.conn.drv.driven.Load())
+		t.Logf("attempt %d: %d Waits ended by their context; driven %d", attempt, cancelled, srv.conn.drv.h.Driven.Load())
 	}
 	if cancelled == 0 {
 		t.Fatal("in five SENDs of 8 MiB no Wait ended while the message was arriving")
@@ -251,7 +251,7 @@ func testDriveKick(t *testing.T, spin time.Duration) {
 		expect(t, wc[0], rnic.WCSend, rnic.StatusSuccess)
 		expect(t, wait(t, srv.scq), rnic.WCRecv, rnic.StatusSuccess)
 	}
-	if cli.conn.drv.driven.Load() == 0 {
+	if cli.conn.drv.h.Driven.Load() == 0 {
 		t.Fatal("no Wait drove the client's receive")
 	}
 }
@@ -280,7 +280,7 @@ func testDrivePeerGone(t *testing.T, spin time.Duration) {
 			}
 			got <- wc[0]
 		}()
-		for deadline := time.Now().Add(10 * time.Second); srv.conn.drv.driven.Load() == 0; { // until the Wait drives the receive
+		for deadline := time.Now().Add(10 * time.Second); srv.conn.drv.h.Driven.Load() == 0; { // until the Wait drives the receive
 			if time.Now().After(deadline) {
 				t.Fatal("the Wait never drove the receive")
 			}

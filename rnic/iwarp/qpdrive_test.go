@@ -33,7 +33,7 @@ func TestQPDriveReceiveWrites(t *testing.T) {
 			const rounds = 500
 			var want atomic.Uint32
 			until := func() bool { return uint32(polled(&sbuf[63])) == want.Load()&0xff }
-			before := srv.conn.drv.driven.Load()
+			before := srv.conn.drv.h.Driven.Load()
 			for i := 1; i <= rounds; i++ {
 				want.Store(uint32(i))
 				cbuf[63] = byte(i)
@@ -48,7 +48,7 @@ func TestQPDriveReceiveWrites(t *testing.T) {
 					t.Fatalf("round %d: %v (memory holds %d)", i, err, polled(&sbuf[63]))
 				}
 			}
-			if n := srv.conn.drv.driven.Load() - before; n < rounds/2 {
+			if n := srv.conn.drv.h.Driven.Load() - before; n < rounds/2 {
 				t.Fatalf("the server's goroutine ran the receive in %d of %d rounds", n, rounds)
 			}
 			// a round allocates nothing: the Write's post, and DriveReceive with the
@@ -96,7 +96,7 @@ func TestQPDriveReceiveEnds(t *testing.T) {
 			}
 			got := make(chan error, 2)
 			go func() { got <- srv.qp.DriveReceive(context.Background(), never) }()
-			for deadline := time.Now().Add(10 * time.Second); srv.conn.drv.driven.Load() < 2; {
+			for deadline := time.Now().Add(10 * time.Second); srv.conn.drv.h.Driven.Load() < 2; {
 				if time.Now().After(deadline) {
 					t.Fatal("the second DriveReceive never ran the receive")
 				}

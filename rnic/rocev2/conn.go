@@ -366,7 +366,7 @@ func (c *Conn) DriveReceive(ready func() bool, w rnic.Waker) bool {
 // Kick implements rnic.ReceiveDriver.
 func (c *Conn) Kick() {
 	if c.e.drv != nil {
-		c.e.drv.kick()
+		c.e.drv.h.Kick()
 	}
 }
 

@@ -47,7 +47,7 @@ func (e *Endpoint) recvLoop(link Link, input func(r *rxCtx, b []byte, from, loca
 	}
 	batch := func(n int) {
 		if d != nil {
-			d.blocked.Store(false) // the Wait running it no longer waits: a completion need not kick it
+			d.h.Working() // the Wait running it no longer waits: a completion need not kick it
 		}
 		if backoff != 0 {
 			e.log.Info("rocev2: link receive recovered", "link", local)
@@ -70,16 +70,16 @@ func (e *Endpoint) recvLoop(link Link, input func(r *rxCtx, b []byte, from, loca
 	}
 	if d != nil {
 		d.start(func(stop func() bool) error { return each.recvEach(bufs, sizes, from, batch, stop) })
-		defer d.finish()
+		defer d.h.Finish()
 	}
 	for {
 		var err error
 		if d != nil {
-			if !d.await() {
+			if !d.h.Await() {
 				return
 			}
-			if err = d.pump(d.ownStop); err == errRecvStopped {
-				d.lend()
+			if err = d.pump(d.h.OwnerStop()); err == errRecvStopped {
+				d.h.Lend()
 				continue
 			}
 		} else if each != nil {
