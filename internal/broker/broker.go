@@ -12,7 +12,8 @@
 //     (route.go), so each process runs its own CM over its GSI link;
 //   - the attach socket (internal/attach): a process's connection is its lifetime; when
 //     it ends the broker frees the process's QP numbers, steering slot, services and
-//     comm IDs, and sends a DREQ to the peer of each of its established connections.
+//     comm IDs, and sends a DREQ to the peer of each of its connections answered with a
+//     REP (established or about to be; dropComm).
 //
 // The daemon's own endpoint (memory target, tool servers) runs on Broker.Link as one
 // more client, slot steer.DaemonSlot.

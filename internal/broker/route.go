@@ -31,7 +31,6 @@ type commEntry struct {
 	peer      netip.AddrPort
 	localQPN  uint32
 	remoteQPN uint32
-	est       bool      // RTU seen
 	ended     time.Time // REJ, DREQ or DREP seen: forgotten endLinger later
 	at        time.Time // first seen
 }
@@ -41,8 +40,10 @@ const (
 	// endLinger is how long a connection's comm ID stays routable after it ended (a
 	// peer retransmitting its DREQ still reaches the process's Timewait).
 	endLinger = 30 * time.Second
-	// pendingLinger is how long an unanswered REQ or SIDR_REQ, or a connection that
-	// never got established, is remembered.
+	// pendingLinger is how long an unanswered REQ or SIDR_REQ is remembered. A
+	// connection answered with a REP is kept until it ends (endLinger) or its process
+	// does: it may be established without the daemon seeing its RTU, which comes from
+	// the peer and may be lost (the first data packet establishes the passive side).
 	pendingLinger = 2 * time.Minute
 	// MaxComm bounds the comm IDs remembered over all processes; beyond it a new
 	// connection's MAD is refused (Counters.CommFull).
@@ -136,8 +137,6 @@ func (b *Broker) routeIn(m mad, from netip.AddrPort, now time.Time) steer.Slot {
 		if r, err := roce.ParseREP(m.data); err == nil {
 			e.remoteID, e.remoteQPN = r.LocalCommID, r.LocalQPN
 		}
-	case roce.AttrRTU:
-		e.est = true
 	case roce.AttrREJ, roce.AttrDREQ, roce.AttrDREP:
 		if e.ended.IsZero() {
 			e.ended = now
@@ -214,8 +213,6 @@ func (b *Broker) learnOut(slot steer.Slot, m mad, dst netip.AddrPort, now time.T
 	}
 	if e != nil {
 		switch m.attr {
-		case roce.AttrRTU:
-			e.est = true
 		case roce.AttrREJ, roce.AttrDREQ, roce.AttrDREP:
 			if e.ended.IsZero() {
 				e.ended = now
@@ -229,7 +226,7 @@ func (b *Broker) learnOut(slot steer.Slot, m mad, dst netip.AddrPort, now time.T
 // connections never established after pendingLinger. b.mu is held.
 func (b *Broker) purge(now time.Time) {
 	for id, e := range b.comm {
-		if !e.ended.IsZero() && now.Sub(e.ended) > endLinger || !e.est && now.Sub(e.at) > pendingLinger {
+		if !e.ended.IsZero() && now.Sub(e.ended) > endLinger || e.remoteID == 0 && now.Sub(e.at) > pendingLinger {
 			b.forget(id, e)
 		}
 	}

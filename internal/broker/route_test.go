@@ -64,10 +64,10 @@ func TestRouting(t *testing.T) {
 	if s := in(&roce.REP{LocalCommID: 0x77, RemoteCommID: 0xA, LocalQPN: 555}); s != 1 {
 		t.Fatalf("REP for process 1 routed to slot %d", s)
 	}
-	if e := b.comm[0xA]; e.remoteID != 0x77 || e.remoteQPN != 555 || e.est {
+	if e := b.comm[0xA]; e.remoteID != 0x77 || e.remoteQPN != 555 {
 		t.Fatalf("after the REP: %+v", e)
 	}
-	if !out(1, &roce.RTU{LocalCommID: 0xA, RemoteCommID: 0x77}) || !b.comm[0xA].est {
+	if !out(1, &roce.RTU{LocalCommID: 0xA, RemoteCommID: 0x77}) {
 		t.Fatal("process 1's RTU")
 	}
 	// unknown comm IDs and other attributes go to the daemon's own endpoint
@@ -95,7 +95,7 @@ func TestRouting(t *testing.T) {
 	if e := b.comm[0xC]; e.slot != 2 || e.remoteID != 0x99 || e.remoteQPN != 777 {
 		t.Fatalf("after process 2's REP: %+v", e)
 	}
-	if s := in(&roce.RTU{LocalCommID: 0x99, RemoteCommID: 0xC}); s != 2 || !b.comm[0xC].est {
+	if s := in(&roce.RTU{LocalCommID: 0x99, RemoteCommID: 0xC}); s != 2 {
 		t.Fatalf("RTU for process 2 routed to slot %d", s)
 	}
 	// SIDR: the reply goes to the process that asked, once
@@ -153,10 +153,15 @@ func TestRoutingBounds(t *testing.T) {
 	if !b.learnOut(2, madOf(t, &roce.REQ{LocalCommID: 5, LocalQPN: 200}), peer, now) {
 		t.Fatal("process 2 refused because process 1 filled its share")
 	}
-	// unestablished entries are forgotten after pendingLinger
+	// a connection the peer answered with a REP may be established whether or not its RTU
+	// was seen (the first data packet establishes the passive side): it is kept; requests
+	// never answered are forgotten after pendingLinger
+	if s := b.routeIn(madOf(t, &roce.REP{LocalCommID: 0x55, RemoteCommID: 5, LocalQPN: 9}), peer, now); s != 2 {
+		t.Fatalf("REP for process 2 routed to slot %d", s)
+	}
 	b.purge(now.Add(pendingLinger + time.Second))
-	if len(b.comm) != 0 || b.procs[1].ncomm != 0 {
-		t.Fatalf("after the linger: %d entries, process 1 holds %d", len(b.comm), b.procs[1].ncomm)
+	if len(b.comm) != 1 || b.comm[5] == nil || b.procs[1].ncomm != 0 {
+		t.Fatalf("after the linger: %d entries (want only process 2's answered one), process 1 holds %d", len(b.comm), b.procs[1].ncomm)
 	}
 }
 
