@@ -41,8 +41,8 @@ func (e *Endpoint) recvLoop(link Link, input func(r *rxCtx, b []byte, from, loca
 	}
 	var backoff time.Duration
 	var delay *time.Timer
-	var d *rxDrive // a Wait may run this receive (rxdrive.go)
-	if link == e.link && e.drv != nil {
+	var d *rxDrive // a Wait may run this receive (rxdrive.go; e.drv implies an eachLink)
+	if link == e.link {
 		d = e.drv
 	}
 	batch := func(n int) {
@@ -65,9 +65,6 @@ func (e *Endpoint) recvLoop(link Link, input func(r *rxCtx, b []byte, from, loca
 		}
 	}
 	each, _ := link.(eachLink)
-	if each == nil {
-		d = nil
-	}
 	if d != nil {
 		d.start(func(stop func() bool) error { return each.recvEach(bufs, sizes, from, batch, stop) })
 		defer d.h.Finish()
