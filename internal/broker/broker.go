@@ -13,7 +13,8 @@
 //   - the attach socket (internal/attach): a process's connection is its lifetime; when
 //     it ends the broker frees the process's QP numbers, steering slot, services and
 //     comm IDs, and sends a DREQ to the peer of each of its connections answered with a
-//     REP (established or about to be; dropComm).
+//     REP (established or about to be), again every CM response timeout until the
+//     peer's DREP, as a CM does (dreq.go).
 //
 // The daemon's own endpoint (memory target, tool servers) runs on Broker.Link as one
 // more client, slot steer.DaemonSlot.
@@ -81,6 +82,8 @@ type Counters struct {
 	MADRefused             atomic.Uint64 // a process's MAD named what it does not own
 	CommFull               atomic.Uint64 // the comm ID table was full
 	DREQsSent              atomic.Uint64 // for connections of processes that ended
+	DREQRetries            atomic.Uint64 // those DREQs sent again, no DREP having come (dreq.go)
+	DREQsUnanswered        atomic.Uint64 // those given up after every retry
 	ClaimRefused           atomic.Uint64 // a service another process listens on
 }
 
@@ -101,7 +104,9 @@ type Broker struct {
 	comm     map[uint32]*commEntry
 	reqs     map[uint32]reqInfo
 	sidr     map[uint32]sidrEntry
-	psn      roce.PSN // of the DREQs the broker sends itself
+	psn      roce.PSN          // of the DREQs the broker sends itself
+	dying    map[uint32]*dying // DREQs sent for ended processes' connections, until their DREP (dreq.go)
+	dreqT    *time.Timer       // resends them (made at the first)
 
 	done chan struct{} // closed by Close
 	wg   sync.WaitGroup
@@ -141,7 +146,7 @@ func New(cfg Config) (*Broker, error) {
 	}
 	b := &Broker{cfg: cfg, log: cfg.Logger, s: s, raw: s.Link(), procs: make(map[steer.Slot]*proc),
 		qpns: make(map[uint32]steer.Slot), services: make(map[uint64]steer.Slot), comm: make(map[uint32]*commEntry),
-		reqs: make(map[uint32]reqInfo), sidr: make(map[uint32]sidrEntry), psn: roce.PSN(rand.Uint32() & roce.PSNMask),
+		reqs: make(map[uint32]reqInfo), sidr: make(map[uint32]sidrEntry), dying: make(map[uint32]*dying), psn: roce.PSN(rand.Uint32() & roce.PSNMask),
 		done: make(chan struct{})}
 	if err := b.listen(); err != nil {
 		s.Close()
@@ -348,6 +353,9 @@ func (b *Broker) Close() error {
 	}
 	b.closed = true
 	close(b.done)
+	if b.dreqT != nil {
+		b.dreqT.Stop()
+	}
 	ps := make([]*proc, 0, len(b.procs))
 	for _, p := range b.procs {
 		ps = append(ps, p)
@@ -593,7 +601,7 @@ func (b *Broker) detach(p *proc) {
 			delete(b.services, id)
 		}
 	}
-	dreqs, dsts := b.dropComm(p.slot, b.Addr())
+	dreqs, dsts := b.dropComm(p.slot, b.Addr(), now)
 	for id, s := range b.sidr {
 		if s.slot == p.slot {
 			delete(b.sidr, id)
@@ -608,27 +616,11 @@ func (b *Broker) detach(p *proc) {
 			b.cnt.DREQsSent.Add(1)
 		}
 	}
-}
-
-// dropComm forgets process slot's connections and returns the DREQs the daemon sends from
-// src for those that got as far as the REP and have not ended, with their destinations.
-// The RTU is not waited for: the REP's receiver is established once it sends the RTU,
-// and the passive side once the RTU or the first data packet arrives (IBTA Vol. 1
-// ch. 12; Linux's IB_EVENT_COMM_EST), so a connection can carry data while its RTU is
-// still on its way through the daemon, or lost. b.mu is held.
-func (b *Broker) dropComm(slot steer.Slot, src netip.AddrPort) (dreqs [][]byte, dsts []netip.AddrPort) {
-	for id, e := range b.comm {
-		if e.slot != slot {
-			continue
-		}
-		if e.remoteID != 0 && e.remoteQPN != 0 && e.ended.IsZero() {
-			dreqs = append(dreqs, dreqPacket(id, e, src, b.psn))
-			dsts = append(dsts, e.peer)
-			b.psn = b.psn.Add(1)
-		}
-		delete(b.comm, id)
+	if len(dreqs) > 0 {
+		b.mu.Lock()
+		b.armDREQs(now)
+		b.mu.Unlock()
 	}
-	return dreqs, dsts
 }
 
 // Process is an attached process as ListQPs and Processes report it.

@@ -96,6 +96,9 @@ func isQP1(pkt []byte) bool {
 // routeIn decides the owner of an incoming MAD (DaemonSlot: the daemon's endpoint) and
 // updates the tables. b.mu is held.
 func (b *Broker) routeIn(m mad, from netip.AddrPort, now time.Time) steer.Slot {
+	if b.dreqAnswered(m) {
+		return steer.DaemonSlot // the daemon's endpoint drops it: nobody waits for it any more
+	}
 	switch m.attr {
 	case roce.AttrREQ:
 		r, err := roce.ParseREQ(m.data)

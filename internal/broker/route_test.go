@@ -2,6 +2,7 @@ package broker
 
 import (
 	"net/netip"
+	"slices"
 	"testing"
 	"time"
 
@@ -13,7 +14,8 @@ import (
 // process 1 holding QP 100, process 2 QP 200.
 func newTestBroker() *Broker {
 	b := &Broker{procs: map[steer.Slot]*proc{1: {slot: 1}, 2: {slot: 2}}, qpns: map[uint32]steer.Slot{100: 1, 200: 2},
-		services: map[uint64]steer.Slot{}, comm: map[uint32]*commEntry{}, reqs: map[uint32]reqInfo{}, sidr: map[uint32]sidrEntry{}}
+		services: map[uint64]steer.Slot{}, comm: map[uint32]*commEntry{}, reqs: map[uint32]reqInfo{}, sidr: map[uint32]sidrEntry{},
+		dying: map[uint32]*dying{}}
 	b.procs[1].nqp, b.procs[2].nqp = 1, 1
 	return b
 }
@@ -191,7 +193,7 @@ func TestDetachDREQs(t *testing.T) {
 	out(2, &roce.REQ{LocalCommID: 0xE, LocalQPN: 200}) // another process's: kept
 	in(&roce.REP{LocalCommID: 0x7E, RemoteCommID: 0xE, LocalQPN: 503})
 
-	dreqs, dsts := b.dropComm(1, netip.MustParseAddrPort("192.0.2.1:4791"))
+	dreqs, dsts := b.dropComm(1, netip.MustParseAddrPort("192.0.2.1:4791"), now)
 	got := map[uint32]uint32{} // remote comm ID -> remote QPN
 	for i, pkt := range dreqs {
 		md, ok := parseMAD(pkt)
@@ -214,5 +216,56 @@ func TestDetachDREQs(t *testing.T) {
 	}
 	if b.comm[0xE] == nil {
 		t.Fatal("the other process's connection was dropped")
+	}
+}
+
+// TestDREQResends: the daemon's DREQ for an ended process's connection is sent again
+// every CM response timeout until the peer's DREP (or DREQ) comes, dreqTries times in
+// all, then given up and counted; the same bytes each time.
+func TestDREQResends(t *testing.T) {
+	b := newTestBroker()
+	t0 := time.Now()
+	connect := func(local, remote uint32) {
+		t.Helper()
+		if !b.learnOut(1, madOf(t, &roce.REQ{LocalCommID: local, LocalQPN: 100}), peer, t0) {
+			t.Fatal("REQ refused")
+		}
+		b.routeIn(madOf(t, &roce.REP{LocalCommID: remote, RemoteCommID: local, LocalQPN: 500}), peer, t0)
+	}
+	connect(0xA, 0x7A) // its peer never answers
+	connect(0xB, 0x7B) // its peer answers the second DREQ
+	dreqs, _ := b.dropComm(1, netip.MustParseAddrPort("192.0.2.1:4791"), t0)
+	if len(dreqs) != 2 || len(b.dying) != 2 {
+		t.Fatalf("%d DREQs, %d kept", len(dreqs), len(b.dying))
+	}
+	if p, _ := b.dueDREQs(t0.Add(dreqResend - time.Millisecond)); len(p) != 0 {
+		t.Fatalf("%d DREQs sent again before the response timeout", len(p))
+	}
+	sent := map[string]int{}
+	for k := 1; k <= dreqTries; k++ {
+		now := t0.Add(time.Duration(k) * dreqResend)
+		if k == 2 {
+			if s := b.routeIn(madOf(t, &roce.DREP{LocalCommID: 0x7B, RemoteCommID: 0xB}), peer, now); s != steer.DaemonSlot {
+				t.Fatalf("DREP for the ended connection routed to slot %d", s)
+			}
+		}
+		pkts, dsts := b.dueDREQs(now)
+		for i, p := range pkts {
+			if dsts[i] != peer {
+				t.Fatalf("DREQ to %v", dsts[i])
+			}
+			sent[string(p)]++
+		}
+	}
+	var counts []int
+	for _, n := range sent {
+		counts = append(counts, n)
+	}
+	slices.Sort(counts)
+	if !slices.Equal(counts, []int{1, dreqTries - 1}) {
+		t.Fatalf("resends per DREQ %v, want 1 (answered after the second) and %d (never answered)", counts, dreqTries-1)
+	}
+	if len(b.dying) != 0 || b.cnt.DREQsUnanswered.Load() != 1 {
+		t.Fatalf("after every try: %d kept, %d given up", len(b.dying), b.cnt.DREQsUnanswered.Load())
 	}
 }
