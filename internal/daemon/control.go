@@ -135,6 +135,7 @@ func (d *Daemon) counters() uapi.DaemonCounters {
 		c.AttachRefused, c.QPNRefused, c.ClaimRefused = bc.AttachRefused.Load(), bc.QPNRefused.Load(), bc.ClaimRefused.Load()
 		c.MADsIn, c.MADsOut, c.MADDropped, c.MADRefused = bc.MADsIn.Load(), bc.MADsOut.Load(), bc.MADDropped.Load(), bc.MADRefused.Load()
 		c.CommFull, c.DREQsSent = bc.CommFull.Load(), bc.DREQsSent.Load()
+		c.DREQRetries, c.DREQsUnanswered = bc.DREQRetries.Load(), bc.DREQsUnanswered.Load()
 		if st, err := b.Steering(); err == nil {
 			c.Steered, c.RelayDropped = st.Steered, st.RelayDropped
 		}

@@ -43,31 +43,33 @@ type DaemonCounters struct {
 	RpingIdleClosed uint64 `json:"rping_idle_closed"` // rping sessions closed after the idle timeout
 
 	// The RoCEv2 device processes attach to (internal/broker.Counters, steer.Stats).
-	Attached      uint64 `json:"attached"`       // processes attached now
-	AttachRefused uint64 `json:"attach_refused"` // attach attempts refused (process cap, bad hello)
-	QPNRefused    uint64 `json:"qpn_refused"`    // QP numbers refused (per-process cap, steering map full)
-	ClaimRefused  uint64 `json:"claim_refused"`  // listens refused: another process has the port
-	MADsIn        uint64 `json:"mads_in"`        // CM MADs routed to processes
-	MADsOut       uint64 `json:"mads_out"`       // CM MADs sent for processes
-	MADDropped    uint64 `json:"mad_dropped"`    // MADs dropped: a process's queue full
-	MADRefused    uint64 `json:"mad_refused"`    // MADs a process sent naming what it does not own
-	CommFull      uint64 `json:"comm_full"`      // connections refused: the comm ID table full
-	DREQsSent     uint64 `json:"dreqs_sent"`     // DREQs sent for connections of processes that ended
-	Steered       uint64 `json:"steered"`        // packets steered (or relayed) to processes
-	RelayDropped  uint64 `json:"relay_dropped"`  // relayed packets dropped: a process's queue full
+	Attached        uint64 `json:"attached"`         // processes attached now
+	AttachRefused   uint64 `json:"attach_refused"`   // attach attempts refused (process cap, bad hello)
+	QPNRefused      uint64 `json:"qpn_refused"`      // QP numbers refused (per-process cap, steering map full)
+	ClaimRefused    uint64 `json:"claim_refused"`    // listens refused: another process has the port
+	MADsIn          uint64 `json:"mads_in"`          // CM MADs routed to processes
+	MADsOut         uint64 `json:"mads_out"`         // CM MADs sent for processes
+	MADDropped      uint64 `json:"mad_dropped"`      // MADs dropped: a process's queue full
+	MADRefused      uint64 `json:"mad_refused"`      // MADs a process sent naming what it does not own
+	CommFull        uint64 `json:"comm_full"`        // connections refused: the comm ID table full
+	DREQsSent       uint64 `json:"dreqs_sent"`       // DREQs sent for connections of processes that ended
+	DREQRetries     uint64 `json:"dreq_retries"`     // those DREQs sent again, no DREP having come
+	DREQsUnanswered uint64 `json:"dreqs_unanswered"` // those given up after every retry
+	Steered         uint64 `json:"steered"`          // packets steered (or relayed) to processes
+	RelayDropped    uint64 `json:"relay_dropped"`    // relayed packets dropped: a process's queue full
 }
 
 // daemonKeys are the keys of DaemonCounters' fields, in order.
 var daemonKeys = [...]string{"ctl_clients", "ctl_accept_errors", "ctl_refused", "ctl_idle_closed", "listen_refused", "target_refused",
 	"rping_sessions", "rping_refused", "rping_idle_closed",
 	"attached", "attach_refused", "qpn_refused", "claim_refused", "mads_in", "mads_out", "mad_dropped", "mad_refused",
-	"comm_full", "dreqs_sent", "steered", "relay_dropped"}
+	"comm_full", "dreqs_sent", "dreq_retries", "dreqs_unanswered", "steered", "relay_dropped"}
 
 func (c *DaemonCounters) field(i int) *uint64 {
 	return [...]*uint64{&c.CtlClients, &c.CtlAcceptErrors, &c.CtlRefused, &c.CtlIdleClosed, &c.ListenRefused, &c.TargetRefused,
 		&c.RpingSessions, &c.RpingRefused, &c.RpingIdleClosed,
 		&c.Attached, &c.AttachRefused, &c.QPNRefused, &c.ClaimRefused, &c.MADsIn, &c.MADsOut, &c.MADDropped, &c.MADRefused,
-		&c.CommFull, &c.DREQsSent, &c.Steered, &c.RelayDropped}[i]
+		&c.CommFull, &c.DREQsSent, &c.DREQRetries, &c.DREQsUnanswered, &c.Steered, &c.RelayDropped}[i]
 }
 
 // DaemonKeys are the keys of DaemonCounters' fields, in order (for the metrics).

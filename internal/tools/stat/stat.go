@@ -130,9 +130,9 @@ func printStatus(w io.Writer, s *uapi.Status) error {
 		s.QPCount, dc.CtlClients, dc.CtlRefused, dc.CtlIdleClosed, dc.CtlAcceptErrors, dc.ListenRefused, dc.TargetRefused,
 		dc.RpingSessions, dc.RpingRefused, dc.RpingIdleClosed)
 	if s.Steering != "" {
-		fmt.Fprintf(w, "attached %d (refused %d)  steering %s (steered %d, relay dropped %d)  MADs in %d out %d (dropped %d, refused %d)  QPN refused %d  DREQs for ended processes %d\n",
+		fmt.Fprintf(w, "attached %d (refused %d)  steering %s (steered %d, relay dropped %d)  MADs in %d out %d (dropped %d, refused %d)  QPN refused %d  DREQs for ended processes %d (resent %d, unanswered %d)\n",
 			dc.Attached, dc.AttachRefused, s.Steering, dc.Steered, dc.RelayDropped, dc.MADsIn, dc.MADsOut, dc.MADDropped, dc.MADRefused,
-			dc.QPNRefused, dc.DREQsSent)
+			dc.QPNRefused, dc.DREQsSent, dc.DREQRetries, dc.DREQsUnanswered)
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "QPN\tPID\tCOMM\tTRANSPORT\tSTATE\tPEER\tTX_BYTES\tRX_BYTES\tTX_SEGS\tRX_SEGS\tCRC_ERR\tTERM_TX\tTERM_RX\tRETX\tNAKS\t")
