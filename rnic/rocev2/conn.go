@@ -356,11 +356,11 @@ func (c *Conn) CanDriveReceive() bool { return c.e.drv != nil && c.e.drv.canDriv
 
 // DriveReceive implements rnic.ReceiveDriver: the caller runs the endpoint's receive.
 func (c *Conn) DriveReceive(ready func() bool, w rnic.Waker) bool {
-	if c.e.drv == nil {
-		w.Wake()
+	if !c.CanDriveReceive() {
+		w.Wake() // the caller asks CanDriveReceive again, and waits as without the mode
 		return false
 	}
-	return c.e.drv.drive(c, ready, w)
+	return c.e.drv.h.Drive(ready, w, c.e.drv.runWait)
 }
 
 // Kick implements rnic.ReceiveDriver.

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/softrnic/softrnic/internal/drivetest"
 	"github.com/softrnic/softrnic/rnic"
 )
 
@@ -33,57 +34,8 @@ func testDrivePingPong(t *testing.T, hold time.Duration) {
 	const rounds = 2000
 	cmr, cbuf := cli.reg(t, 128, allAccess)
 	smr, sbuf := srv.reg(t, 128, allAccess)
-	recv := func(i int) error {
-		return srv.qp.PostRecv(&rnic.RecvWR{WRID: uint64(i), SGL: []rnic.SGE{smr.SGE(64, 64)}})
-	}
-	if err := recv(0); err != nil {
-		t.Fatal(err)
-	}
-	errc := make(chan error, 1)
-	go func() {
-		var wc [1]rnic.Completion
-		for i := 0; i < rounds; i++ {
-			if _, err := srv.rcq.Wait(context.Background(), wc[:]); err != nil || wc[0].Status != rnic.StatusSuccess {
-				errc <- fmt.Errorf("server receive %d: %v %+v", i, err, wc[0])
-				return
-			}
-			copy(sbuf[:64], sbuf[64:128])
-			sbuf[0]++
-			if i+1 < rounds { // before the echo: the client's next SEND may follow it at once
-				if err := recv(i + 1); err != nil {
-					errc <- err
-					return
-				}
-			}
-			if err := srv.qp.PostSend(&rnic.SendWR{Opcode: rnic.OpSend, SGL: []rnic.SGE{smr.SGE(0, 64)}}); err != nil {
-				errc <- err
-				return
-			}
-		}
-		errc <- nil
-	}()
-	var wc [1]rnic.Completion
-	for i := 0; i < rounds; i++ {
-		if err := cli.qp.PostRecv(&rnic.RecvWR{WRID: uint64(i), SGL: []rnic.SGE{cmr.SGE(64, 64)}}); err != nil {
-			t.Fatal(err)
-		}
-		for j := range 64 {
-			cbuf[j] = byte(i + j)
-		}
-		if err := cli.qp.PostSend(&rnic.SendWR{Opcode: rnic.OpSend, SGL: []rnic.SGE{cmr.SGE(0, 64)}}); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := cli.rcq.Wait(context.Background(), wc[:]); err != nil || wc[0].Status != rnic.StatusSuccess {
-			t.Fatalf("round %d: %v %+v; client conn: %v; server conn: %v", i, err, wc[0], cli.conn.Err(), srv.conn.Err())
-		}
-		want := append([]byte{byte(i) + 1}, cbuf[1:64]...)
-		if !bytes.Equal(cbuf[64:128], want) {
-			t.Fatalf("round %d: echo %x, want %x", i, cbuf[64:128], want)
-		}
-	}
-	if err := <-errc; err != nil {
-		t.Fatal(err)
-	}
+	drivetest.PingPong(t, drivetest.End{QP: cli.qp, RCQ: cli.rcq, MR: cmr, Buf: cbuf}, drivetest.End{QP: srv.qp, RCQ: srv.rcq, MR: smr, Buf: sbuf},
+		rounds, func() string { return fmt.Sprintf("client conn: %v; server conn: %v", cli.conn.Err(), srv.conn.Err()) })
 	for _, s := range []*side{cli, srv} {
 		st := s.ep.DriveStats()
 		t.Logf("%+v", st)
@@ -120,28 +72,10 @@ func TestDriveReceiveReclaim(t *testing.T) {
 	takeReceive(t, srv)
 }
 
-// takeReceive makes Waits on s's receive CQ, where nothing is to come, until one has run
-// the endpoint's receive (the hand-over may take longer than one Wait on a loaded
-// machine; 10 s at most).
+// takeReceive makes Waits on s's receive CQ until one has run the receive.
 func takeReceive(t *testing.T, s *side) {
 	t.Helper()
-	before := s.ep.DriveStats().Driven
-	for deadline := time.Now().Add(10 * time.Second); s.ep.DriveStats().Driven == before; {
-		if time.Now().After(deadline) {
-			t.Fatal("no Wait ran the receive")
-		}
-		idleWait(t, s)
-	}
-}
-
-// idleWait waits 5 ms on s's receive CQ, where nothing is to come.
-func idleWait(t *testing.T, s *side) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Millisecond)
-	defer cancel()
-	if n, err := s.rcq.Wait(ctx, make([]rnic.Completion, 1)); n != 0 || !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("idle Wait: n=%d err=%v", n, err)
-	}
+	drivetest.TakeReceive(t, s.rcq, func() uint64 { return s.ep.DriveStats().Driven })
 }
 
 // TestDriveReceiveSecondConn: a second connection on an endpoint takes a lent receive

@@ -23,7 +23,6 @@ import (
 	"time"
 
 	"github.com/softrnic/softrnic/internal/handover"
-	"github.com/softrnic/softrnic/rnic"
 )
 
 // rxDrive is an endpoint's receive as its goroutine and the Waits share it.
@@ -112,13 +111,4 @@ func (d *rxDrive) sole(c *Conn) bool {
 // canDrive implements Conn.CanDriveReceive.
 func (d *rxDrive) canDrive(c *Conn) bool {
 	return !d.h.Ended() && !d.e.closed.Load() && d.sole(c)
-}
-
-// drive implements Conn.DriveReceive.
-func (d *rxDrive) drive(c *Conn, ready func() bool, w rnic.Waker) bool {
-	if !d.canDrive(c) {
-		w.Wake() // the caller asks CanDriveReceive again, and waits as without the mode
-		return false
-	}
-	return d.h.Drive(ready, w, d.runWait)
 }

@@ -1,0 +1,107 @@
+// Package drivetest holds what rnic.Config.WaitDrivesReceive's tests in rnic/iwarp and
+// rnic/rocev2 share: a SEND ping-pong over a connected QP pair, and Waits that take a
+// receive over.
+package drivetest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/softrnic/softrnic/rnic"
+)
+
+// End is one side: its QP, the CQ its receives complete on, and a registered buffer of
+// at least 128 bytes (its MR and bytes): bytes 0-63 are sent, 64-127 received.
+type End struct {
+	QP  *rnic.QP
+	RCQ *rnic.CQ
+	MR  *rnic.MR
+	Buf []byte
+}
+
+// PingPong runs rounds round trips from cli to srv and back: the client sends 64 bytes,
+// the server echoes them with the first byte incremented. It fails t at the first receive
+// that does not succeed or echo that differs; peerState names the connections' states
+// for the failure message.
+func PingPong(t testing.TB, cli, srv End, rounds int, peerState func() string) {
+	t.Helper()
+	recv := func(i int) error {
+		return srv.QP.PostRecv(&rnic.RecvWR{WRID: uint64(i), SGL: []rnic.SGE{srv.MR.SGE(64, 64)}})
+	}
+	if err := recv(0); err != nil {
+		t.Fatal(err)
+	}
+	errc := make(chan error, 1)
+	go func() {
+		var wc [1]rnic.Completion
+		for i := 0; i < rounds; i++ {
+			if _, err := srv.RCQ.Wait(context.Background(), wc[:]); err != nil || wc[0].Status != rnic.StatusSuccess {
+				errc <- fmt.Errorf("server receive %d: %v %+v", i, err, wc[0])
+				return
+			}
+			copy(srv.Buf[:64], srv.Buf[64:128])
+			srv.Buf[0]++
+			if i+1 < rounds { // before the echo: the client's next SEND may follow it at once
+				if err := recv(i + 1); err != nil {
+					errc <- err
+					return
+				}
+			}
+			if err := srv.QP.PostSend(&rnic.SendWR{Opcode: rnic.OpSend, SGL: []rnic.SGE{srv.MR.SGE(0, 64)}}); err != nil {
+				errc <- err
+				return
+			}
+		}
+		errc <- nil
+	}()
+	var wc [1]rnic.Completion
+	for i := 0; i < rounds; i++ {
+		if err := cli.QP.PostRecv(&rnic.RecvWR{WRID: uint64(i), SGL: []rnic.SGE{cli.MR.SGE(64, 64)}}); err != nil {
+			t.Fatal(err)
+		}
+		for j := range 64 {
+			cli.Buf[j] = byte(i + j)
+		}
+		if err := cli.QP.PostSend(&rnic.SendWR{Opcode: rnic.OpSend, SGL: []rnic.SGE{cli.MR.SGE(0, 64)}}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := cli.RCQ.Wait(context.Background(), wc[:]); err != nil || wc[0].Status != rnic.StatusSuccess {
+			t.Fatalf("round %d: %v %+v; %s", i, err, wc[0], peerState())
+		}
+		want := append([]byte{byte(i) + 1}, cli.Buf[1:64]...)
+		if !bytes.Equal(cli.Buf[64:128], want) {
+			t.Fatalf("round %d: echo %x, want %x", i, cli.Buf[64:128], want)
+		}
+	}
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TakeReceive makes Waits on cq, where nothing is to come, until one has run the receive
+// (driven, the transport's count of Waits that ran it, moved): the hand-over may take
+// longer than one Wait on a loaded machine (10 s at most).
+func TakeReceive(t testing.TB, cq *rnic.CQ, driven func() uint64) {
+	t.Helper()
+	before := driven()
+	for deadline := time.Now().Add(10 * time.Second); driven() == before; {
+		if time.Now().After(deadline) {
+			t.Fatal("no Wait ran the receive")
+		}
+		IdleWait(t, cq)
+	}
+}
+
+// IdleWait waits 5 ms on cq, where nothing is to come.
+func IdleWait(t testing.TB, cq *rnic.CQ) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Millisecond)
+	defer cancel()
+	if n, err := cq.Wait(ctx, make([]rnic.Completion, 1)); n != 0 || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("idle Wait: n=%d err=%v", n, err)
+	}
+}
