@@ -3,6 +3,7 @@ package rnic
 import (
 	"fmt"
 	"sync"
+	"sync/atomic"
 )
 
 // QPCap are the capabilities of a queue pair.
@@ -80,7 +81,8 @@ type QP struct {
 	attr QPAttr
 
 	mu        sync.Mutex
-	state     QPState
+	state     QPState       // written through setState
+	stateNow  atomic.Uint32 // state, for State without the lock (a transport asks per packet)
 	t         QPTransport
 	tDone     bool
 	destroyed bool
@@ -203,10 +205,12 @@ func (q *QP) Attr() QPAttr { return q.attr }
 func (q *QP) Context() any { return q.attr.Context }
 
 // State returns the current state.
-func (q *QP) State() QPState {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	return q.state
+func (q *QP) State() QPState { return QPState(q.stateNow.Load()) }
+
+// setState moves the QP to s. Caller holds q.mu.
+func (q *QP) setState(s QPState) {
+	q.state = s
+	q.stateNow.Store(uint32(s))
 }
 
 // Transport names the wire protocol the QP is attached to: "iwarp", "rocev2", or ""
@@ -341,7 +345,7 @@ func (q *QP) Disconnect() {
 	q.mu.Lock()
 	switch q.state {
 	case QPRTS:
-		q.state = QPClosing
+		q.setState(QPClosing)
 		t := q.t
 		q.mu.Unlock()
 		t.Disconnect(true)
@@ -429,7 +433,7 @@ func (q *QP) established() error {
 		q.mu.Unlock()
 		return ErrQPState
 	}
-	q.state = QPRTS
+	q.setState(QPRTS)
 	t, pending := q.t, q.sqTl != q.sqNext
 	q.mu.Unlock()
 	q.dev.postEvent(AsyncEvent{Type: EventCommEstablished, QP: q})
@@ -444,7 +448,7 @@ func (q *QP) established() error {
 func (q *QP) enterTerminate() {
 	q.mu.Lock()
 	if q.state == QPRTS || q.state == QPClosing {
-		q.state = QPTerminate
+		q.setState(QPTerminate)
 	}
 	q.mu.Unlock()
 }
@@ -458,7 +462,7 @@ func (q *QP) abort(ev EventType, err error, post bool) {
 	q.mu.Lock()
 	was := q.state
 	if was != QPError {
-		q.state = QPError
+		q.setState(QPError)
 		if q.lastErr == nil {
 			q.lastErr = err
 		}
@@ -495,7 +499,7 @@ func (q *QP) transportDone(err error) {
 		return
 	}
 	was := q.state
-	q.state = QPError
+	q.setState(QPError)
 	if q.lastErr == nil {
 		q.lastErr = err
 	}
