@@ -160,10 +160,11 @@ func (cq *CQ) Wait(ctx context.Context, wc []Completion) (int, error) {
 		if err := ctx.Err(); err != nil {
 			return 0, err
 		}
-		if d := cq.takeDriver(ctx); d != nil {
+		if d, q := cq.takeDriver(ctx); d != nil {
 			ran := d.DriveReceive(cq.readyFn, (*cqWaker)(cq))
 			cq.dropDriver()
 			if ran {
+				q.countDriven()
 				continue
 			}
 		}

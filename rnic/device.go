@@ -52,7 +52,8 @@ type Config struct {
 	// among it; over RoCEv2 also connection management for the endpoint) is processed
 	// only when a Wait runs. QP.DriveReceive runs the receive the same way for a program
 	// that polls memory for RDMA Writes. 0, the default, leaves every receive to the
-	// connection's goroutine. Over iWARP a goroutine locked to its thread
+	// connection's goroutine. Counters.WaitsDriven counts the runs, so a program can tell
+	// that the mode applies to its CQ. Over iWARP a goroutine locked to its thread
 	// (runtime.LockOSThread; a call from C) must not Wait on such a CQ: the runtime's
 	// coroutine switch its hand-over uses refuses it (RoCEv2's uses none).
 	WaitDrivesReceive time.Duration
@@ -139,6 +140,10 @@ type Counters struct {
 	// Config.ReceiveSpin: reads that found data while spinning on an empty socket, and
 	// spins that ran out (the read then blocked).
 	SpinHits, SpinTimeouts atomic.Uint64
+	// Config.WaitDrivesReceive: runs of the QP's receive by a goroutine in CQ.Wait or
+	// QP.DriveReceive (each run ends when what it waited for arrived, or it was kicked).
+	// Waits that found the receive held elsewhere, or could not drive it, are not counted.
+	WaitsDriven atomic.Uint64
 }
 
 // Stats is a snapshot of [Counters].
@@ -149,13 +154,14 @@ type Stats struct {
 	TermSent, TermRecv     uint64
 	Retransmits, NAKs      uint64
 	SpinHits, SpinTimeouts uint64
+	WaitsDriven            uint64
 }
 
 // Snapshot reads the counters.
 func (c *Counters) Snapshot() Stats {
 	return Stats{c.TxBytes.Load(), c.RxBytes.Load(), c.TxSegments.Load(), c.RxSegments.Load(),
 		c.CRCErrors.Load(), c.TermSent.Load(), c.TermRecv.Load(), c.Retransmits.Load(), c.NAKs.Load(),
-		c.SpinHits.Load(), c.SpinTimeouts.Load()}
+		c.SpinHits.Load(), c.SpinTimeouts.Load(), c.WaitsDriven.Load()}
 }
 
 // Device is one software RNIC: the owner of all resources.

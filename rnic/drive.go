@@ -62,11 +62,12 @@ func (cq *CQ) unbindQP(q *QP) {
 	cq.mu.Unlock()
 }
 
-// takeDriver returns the transport a Wait may drive, or nil: the mode is on, one QP uses
-// the CQ, its transport is a ReceiveDriver, and no other Wait drives or blocks.
-func (cq *CQ) takeDriver(ctx context.Context) ReceiveDriver {
+// takeDriver returns the transport a Wait may drive and its QP, or nil: the mode is on,
+// one QP uses the CQ, its transport is a ReceiveDriver, and no other Wait drives or
+// blocks.
+func (cq *CQ) takeDriver(ctx context.Context) (ReceiveDriver, *QP) {
 	if cq.dev.cfg.WaitDrivesReceive <= 0 {
-		return nil
+		return nil, nil
 	}
 	cq.mu.Lock()
 	q, t := cq.soleQP, cq.drvT
@@ -75,30 +76,30 @@ func (cq *CQ) takeDriver(ctx context.Context) ReceiveDriver {
 	}
 	cq.mu.Unlock()
 	if q == nil {
-		return nil
+		return nil, nil
 	}
 	if t == nil { // the QP's lock is never taken under the CQ's (completions go the other way)
 		d, ok := q.transport().(ReceiveDriver)
 		if !ok {
-			return nil
+			return nil, nil
 		}
 		t = d
 	}
 	if !t.CanDriveReceive() {
-		return nil
+		return nil, nil
 	}
 	cq.mu.Lock()
 	defer cq.mu.Unlock()
 	if cq.soleQP != q || cq.mixed || cq.drv != nil || cq.pwBusy || cq.destroy || cq.n > 0 || cq.overflow {
-		return nil
+		return nil, nil
 	}
 	cq.drvT = t
 	cq.pwCtx.watch(ctx) // its end calls ctxDone
 	if ctx.Err() != nil {
-		return nil
+		return nil, nil
 	}
 	cq.drv, cq.drvCtx, cq.drvHanded = t, ctx, false
-	return t
+	return t, q
 }
 
 // dropDriver ends what takeDriver began.
@@ -133,4 +134,10 @@ func (q *QP) transport() QPTransport {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	return q.t
+}
+
+// countDriven counts a run of q's receive by a waiting goroutine (Counters.WaitsDriven).
+func (q *QP) countDriven() {
+	q.counters.WaitsDriven.Add(1)
+	q.dev.counters.WaitsDriven.Add(1)
 }

@@ -92,6 +92,7 @@ func (q *QP) DriveReceive(ctx context.Context, until func() bool) error {
 			return ErrNoDriver
 		}
 		if d.DriveReceive(s.ready, s) {
+			q.countDriven()
 			continue
 		}
 		// The connection's goroutine, or a CQ's Wait, holds the receive: wake comes

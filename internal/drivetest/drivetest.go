@@ -84,15 +84,22 @@ func PingPong(t testing.TB, cli, srv End, rounds int, peerState func() string) {
 
 // TakeReceive makes Waits on cq, where nothing is to come, until one has run the receive
 // (driven, the transport's count of Waits that ran it, moved): the hand-over may take
-// longer than one Wait on a loaded machine (10 s at most).
-func TakeReceive(t testing.TB, cq *rnic.CQ, driven func() uint64) {
+// longer than one Wait on a loaded machine (10 s at most). qp, the QP whose receive it
+// is, must have counted the same runs (rnic.Counters.WaitsDriven), and so must its
+// device.
+func TakeReceive(t testing.TB, cq *rnic.CQ, qp *rnic.QP, driven func() uint64) {
 	t.Helper()
 	before := driven()
+	qpBefore, devBefore := qp.Counters().WaitsDriven.Load(), qp.Device().Counters().WaitsDriven.Load()
 	for deadline := time.Now().Add(10 * time.Second); driven() == before; {
 		if time.Now().After(deadline) {
 			t.Fatal("no Wait ran the receive")
 		}
 		IdleWait(t, cq)
+	}
+	runs := driven() - before
+	if q, d := qp.Counters().WaitsDriven.Load()-qpBefore, qp.Device().Counters().WaitsDriven.Load()-devBefore; q != runs || d != runs {
+		t.Fatalf("the transport counted %d runs of the receive by Waits, the QP's WaitsDriven %d, the device's %d", runs, q, d)
 	}
 }
 

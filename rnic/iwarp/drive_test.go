@@ -93,7 +93,7 @@ func testDriveReclaim(t *testing.T, spin time.Duration) {
 // takeReceive makes Waits on s's receive CQ until one has run the receive.
 func takeReceive(t *testing.T, s *side) {
 	t.Helper()
-	drivetest.TakeReceive(t, s.rcq, func() uint64 { return s.conn.drv.h.Driven.Load() })
+	drivetest.TakeReceive(t, s.rcq, s.qp, func() uint64 { return s.conn.drv.h.Driven.Load() })
 }
 
 // TestDriveReceiveCancelMidMessage: Waits whose contexts end while a large SEND is

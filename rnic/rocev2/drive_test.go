@@ -75,7 +75,7 @@ func TestDriveReceiveReclaim(t *testing.T) {
 // takeReceive makes Waits on s's receive CQ until one has run the receive.
 func takeReceive(t *testing.T, s *side) {
 	t.Helper()
-	drivetest.TakeReceive(t, s.rcq, func() uint64 { return s.ep.DriveStats().Driven })
+	drivetest.TakeReceive(t, s.rcq, s.qp, func() uint64 { return s.ep.DriveStats().Driven })
 }
 
 // TestDriveReceiveSecondConn: a second connection on an endpoint takes a lent receive

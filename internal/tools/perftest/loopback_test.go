@@ -7,12 +7,15 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/softrnic/softrnic/rnic"
 )
 
 // pairResult is what a softrnic server and client printed and reported.
@@ -21,6 +24,8 @@ type pairResult struct {
 	srvBW, cliBW   []bwReport
 	srvLat, cliLat []latReport
 	srvErr, cliErr error
+	// the devices' counters at the end of the runs
+	srvStats, cliStats rnic.Stats
 }
 
 // runPair runs a softrnic perftest server and client of test with args on loopback: over
@@ -61,6 +66,8 @@ func runPairOnce(t testing.TB, test string, roce bool, args []string, tweak func
 	co.gotReport = func(b bwReport) { mu.Lock(); r.cliBW = append(r.cliBW, b); mu.Unlock() }
 	so.gotLat = func(l latReport) { mu.Lock(); r.srvLat = append(r.srvLat, l); mu.Unlock() }
 	co.gotLat = func(l latReport) { mu.Lock(); r.cliLat = append(r.cliLat, l); mu.Unlock() }
+	so.gotStats = func(st rnic.Stats) { mu.Lock(); r.srvStats = st; mu.Unlock() }
+	co.gotStats = func(st rnic.Stats) { mu.Lock(); r.cliStats = st; mu.Unlock() }
 	addrc := make(chan net.Addr, 1)
 	so.Listening = func(a net.Addr) { addrc <- a }
 	if tweak != nil {
@@ -299,6 +306,15 @@ func TestLatLoopback(t *testing.T) {
 			}
 			if !strings.Contains(r.cliOut, latHeader+"\n") {
 				t.Errorf("client output:\n%s", r.cliOut)
+			}
+			if slices.Contains(c.args, "--wait-drives") {
+				// The mode took effect: waits ran the receive themselves, on each side
+				// that waits for messages (read_lat's server only serves).
+				if r.cliStats.WaitsDriven == 0 || (c.test != "read_lat" && r.srvStats.WaitsDriven == 0) {
+					t.Errorf("waits that ran the receive: client %d, server %d", r.cliStats.WaitsDriven, r.srvStats.WaitsDriven)
+				}
+			} else if r.cliStats.WaitsDriven != 0 || r.srvStats.WaitsDriven != 0 {
+				t.Errorf("waits ran the receive without --wait-drives: client %d, server %d", r.cliStats.WaitsDriven, r.srvStats.WaitsDriven)
 			}
 		})
 	}

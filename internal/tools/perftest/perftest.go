@@ -11,6 +11,7 @@ import (
 
 	"github.com/softrnic/softrnic/internal/hostlink"
 	"github.com/softrnic/softrnic/internal/tools/tool"
+	"github.com/softrnic/softrnic/rnic"
 )
 
 // Summary is the one-line description "softrnic help" prints.
@@ -119,7 +120,7 @@ type Options struct {
 	CRC    bool // --crc: request MPA CRC32c (iWARP)
 
 	// WaitDrives (--wait-drives d): the waits on the CQ read the socket themselves
-	// (rnic.Config.WaitDrivesReceive = d; iWARP, in-process device). 0: off.
+	// (rnic.Config.WaitDrivesReceive = d; in-process device). 0: off.
 	WaitDrives time.Duration
 	// Spin (--spin d, with WaitDrives): a receive that finds the socket empty reads it
 	// again for d before it blocks (rnic.Config.ReceiveSpin). 0: never spins.
@@ -136,6 +137,7 @@ type Options struct {
 	sizeSet    bool                // -s given
 	gotReport  func(bwReport)      // tests: each bandwidth report printed
 	gotLat     func(latReport)     // tests: each latency report printed
+	gotStats   func(rnic.Stats)    // tests: the device's counters at the end of the run
 	testCredit func(uint32) uint32 // tests: rewrite the credit the server sends
 
 	Link hostlink.Options // --xdp, --xdp-mode, --pcap (internal/hostlink)
@@ -195,5 +197,9 @@ func Run(ctx context.Context, o Options, stdout, _ io.Writer) error {
 		return err
 	}
 	defer s.close()
-	return s.run(ctx)
+	err = s.run(ctx)
+	if s.o.gotStats != nil && s.dev != nil {
+		s.o.gotStats(s.dev.Counters().Snapshot())
+	}
+	return err
 }
