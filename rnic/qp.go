@@ -82,7 +82,7 @@ type QP struct {
 
 	mu        sync.Mutex
 	state     QPState       // written through setState
-	stateNow  atomic.Uint32 // state, for State without the lock (a transport asks per packet)
+	stateNow  atomic.Uint32 // state, for TransportQP.InError (a transport asks per packet)
 	t         QPTransport
 	tDone     bool
 	destroyed bool
@@ -205,7 +205,11 @@ func (q *QP) Attr() QPAttr { return q.attr }
 func (q *QP) Context() any { return q.attr.Context }
 
 // State returns the current state.
-func (q *QP) State() QPState { return QPState(q.stateNow.Load()) }
+func (q *QP) State() QPState {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.state
+}
 
 // setState moves the QP to s. Caller holds q.mu.
 func (q *QP) setState(s QPState) {

@@ -616,7 +616,7 @@ func (c *Conn) input(r *rxCtx, p *roce.Packet, from netip.AddrPort) {
 		}
 		return
 	}
-	if c.fatal || c.qp.QP().State() == rnic.QPError {
+	if c.fatal || c.qp.InError() {
 		return
 	}
 	if c.typ == UC {
