@@ -92,3 +92,33 @@ func BenchmarkUpdate(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkTail measures the tail after the folded blocks both ways, for the choice
+// slicedTail makes: buffers of 4,096 bytes and a tail (a RETH's 16 bytes after a 4 KiB
+// payload, and 48), the tail through hash/crc32 or sliced by 8 (small), beside Update.
+func BenchmarkTail(b *testing.B) {
+	for _, fn := range funcs {
+		q := castagnoli
+		if fn.name == "IEEE" {
+			q = ieee
+		}
+		for _, n := range []int{4096 + 16, 4096 + 48} {
+			p := make([]byte, n)
+			for _, v := range []struct {
+				name string
+				f    func() uint32
+			}{
+				{"Update", func() uint32 { return fn.f(0, p) }},
+				{"tail-hash-crc32", func() uint32 { return crc32.Update(fn.f(0, p[:4096]), fn.table, p[4096:]) }},
+				{"tail-sliced", func() uint32 { return q.small(fn.f(0, p[:4096]), p[4096:]) }},
+			} {
+				b.Run(fn.name+"/"+strconv.Itoa(n)+"/"+v.name, func(b *testing.B) {
+					b.SetBytes(int64(n))
+					for range b.N {
+						v.f()
+					}
+				})
+			}
+		}
+	}
+}
