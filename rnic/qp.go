@@ -81,8 +81,7 @@ type QP struct {
 	attr QPAttr
 
 	mu        sync.Mutex
-	state     QPState       // written through setState
-	stateNow  atomic.Uint32 // state, for TransportQP.InError (a transport asks per packet)
+	state     qpState // written under mu; TransportQP.InError reads it without
 	t         QPTransport
 	tDone     bool
 	destroyed bool
@@ -208,14 +207,15 @@ func (q *QP) Context() any { return q.attr.Context }
 func (q *QP) State() QPState {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return q.state
+	return q.state.get()
 }
 
-// setState moves the QP to s. Caller holds q.mu.
-func (q *QP) setState(s QPState) {
-	q.state = s
-	q.stateNow.Store(uint32(s))
-}
+// qpState is a QP's state: written under the QP's lock and read under it, or without it
+// where a transport asks per packet (TransportQP.InError).
+type qpState struct{ v atomic.Uint32 }
+
+func (s *qpState) get() QPState  { return QPState(s.v.Load()) }
+func (s *qpState) set(v QPState) { s.v.Store(uint32(v)) }
 
 // Transport names the wire protocol the QP is attached to: "iwarp", "rocev2", or ""
 // before a transport attached (or for one that does not say, see QPTransport).
@@ -251,7 +251,7 @@ func (q *QP) PostSend(wr *SendWR) error {
 		return ErrTooManySGE
 	}
 	q.mu.Lock()
-	switch q.state {
+	switch q.state.get() {
 	case QPRTS, QPTerminate, QPError:
 	default:
 		q.mu.Unlock()
@@ -298,9 +298,10 @@ func (q *QP) PostSend(wr *SendWR) error {
 	}
 	q.sq[q.sqTl%uint64(len(q.sq))] = w
 	q.sqTl++
-	st, t, flushNow := q.state, q.t, q.state == QPError && q.tDone
+	st, t := q.state.get(), q.t
+	flushNow := st == QPError && q.tDone
 	var fs, fr bool
-	if flushNow || (q.state == QPError && t == nil) {
+	if flushNow || (st == QPError && t == nil) {
 		fs, fr = q.flushLocked()
 	}
 	q.mu.Unlock()
@@ -334,7 +335,7 @@ func (q *QP) PostRecv(wr *RecvWR) error {
 	}
 	err := q.rq.post(wr)
 	var fs, fr bool
-	if err == nil && q.state == QPError && (q.tDone || q.t == nil) {
+	if err == nil && q.state.get() == QPError && (q.tDone || q.t == nil) {
 		fs, fr = q.flushLocked()
 	}
 	q.mu.Unlock()
@@ -347,9 +348,9 @@ func (q *QP) PostRecv(wr *RecvWR) error {
 // moves straight to Error.
 func (q *QP) Disconnect() {
 	q.mu.Lock()
-	switch q.state {
+	switch q.state.get() {
 	case QPRTS:
-		q.setState(QPClosing)
+		q.state.set(QPClosing)
 		t := q.t
 		q.mu.Unlock()
 		t.Disconnect(true)
@@ -423,7 +424,7 @@ func (q *QP) attach(t QPTransport) error {
 	if q.t != nil {
 		return ErrAttached
 	}
-	if q.state != QPIdle || q.destroyed {
+	if q.state.get() != QPIdle || q.destroyed {
 		return ErrQPState
 	}
 	q.t = t
@@ -433,11 +434,11 @@ func (q *QP) attach(t QPTransport) error {
 // established moves an attached Idle QP to RTS and posts EventCommEstablished.
 func (q *QP) established() error {
 	q.mu.Lock()
-	if q.state != QPIdle || q.t == nil {
+	if q.state.get() != QPIdle || q.t == nil {
 		q.mu.Unlock()
 		return ErrQPState
 	}
-	q.setState(QPRTS)
+	q.state.set(QPRTS)
 	t, pending := q.t, q.sqTl != q.sqNext
 	q.mu.Unlock()
 	q.dev.postEvent(AsyncEvent{Type: EventCommEstablished, QP: q})
@@ -451,8 +452,8 @@ func (q *QP) established() error {
 // error and is sending a Terminate message. It is followed by Fatal.
 func (q *QP) enterTerminate() {
 	q.mu.Lock()
-	if q.state == QPRTS || q.state == QPClosing {
-		q.setState(QPTerminate)
+	if st := q.state.get(); st == QPRTS || st == QPClosing {
+		q.state.set(QPTerminate)
 	}
 	q.mu.Unlock()
 }
@@ -464,9 +465,9 @@ func (q *QP) fatal(ev EventType, err error) { q.abort(ev, err, true) }
 
 func (q *QP) abort(ev EventType, err error, post bool) {
 	q.mu.Lock()
-	was := q.state
+	was := q.state.get()
 	if was != QPError {
-		q.setState(QPError)
+		q.state.set(QPError)
 		if q.lastErr == nil {
 			q.lastErr = err
 		}
@@ -502,8 +503,8 @@ func (q *QP) transportDone(err error) {
 		q.mu.Unlock()
 		return
 	}
-	was := q.state
-	q.setState(QPError)
+	was := q.state.get()
+	q.state.set(QPError)
 	if q.lastErr == nil {
 		q.lastErr = err
 	}
@@ -534,7 +535,7 @@ func (q *QP) deliverAndClose() {
 // nil is returned.
 func (q *QP) nextSend() *SendWQE {
 	q.mu.Lock()
-	if (q.state != QPRTS && q.state != QPClosing) || q.sqNext == q.sqTl {
+	if st := q.state.get(); (st != QPRTS && st != QPClosing) || q.sqNext == q.sqTl {
 		q.mu.Unlock()
 		return nil
 	}
@@ -690,7 +691,7 @@ func (q *QP) releaseRecv(w *RecvWQE) {
 // StatusLocProtErr if its SGL is invalid (the transport completes it with that status).
 func (q *QP) takeRecv() (*RecvWQE, Status) {
 	q.mu.Lock()
-	if q.state == QPError || q.destroyed {
+	if q.state.get() == QPError || q.destroyed {
 		q.mu.Unlock()
 		return nil, StatusWRFlushErr
 	}

@@ -32,7 +32,7 @@ func (t *TransportQP) EnterTerminate() { t.q.enterTerminate() }
 
 // InError reports whether the QP is in Error, without taking its lock (QP.State takes it):
 // a check a transport makes on every packet.
-func (t *TransportQP) InError() bool { return QPState(t.q.stateNow.Load()) == QPError }
+func (t *TransportQP) InError() bool { return t.q.state.get() == QPError }
 
 // Fatal moves the QP to Error because of err (posting an async event of type ev unless the
 // QP was already in Error) and asks the transport to abort (QPTransport.Disconnect(false)).
