@@ -20,6 +20,7 @@ package rocev2
 import (
 	"errors"
 	"os"
+	"sync/atomic"
 	"time"
 
 	"github.com/softrnic/softrnic/internal/handover"
@@ -32,6 +33,7 @@ type rxDrive struct {
 	h       *handover.Holder             // who holds the receive
 	recv    func(stop func() bool) error // the receive loop's body (recvEach with its batch)
 	runWait func(ready, stop func() bool) handover.Result
+	sole    atomic.Pointer[Conn] // the endpoint's only connection, with no UD QP beside it; else nil (connsChanged)
 }
 
 // DriveStats counts what rnic.Config.WaitDrivesReceive did on an endpoint.
@@ -89,26 +91,29 @@ func (d *rxDrive) waitRun(_, stop func() bool) handover.Result {
 	return handover.Keep
 }
 
-// connsChanged tells the drive, if any, that the endpoint's connections or UD QPs changed:
-// a lent receive goes back to the endpoint's goroutine, since a second connection's
+// connsChanged tells the drive, if any, that the endpoint's connections or UD QPs changed
+// (called after each change): it notes whether one connection alone uses the endpoint,
+// and a lent receive goes back to the endpoint's goroutine, since a second connection's
 // packets must not wait for the first one's Waits, nor anything wait for the Waits of a
 // connection that ended.
 func (e *Endpoint) connsChanged() {
-	if e.drv != nil {
-		e.drv.h.Reclaim()
+	d := e.drv
+	if d == nil {
+		return
 	}
-}
-
-// sole reports whether c is the endpoint's only connection (and no UD QP shares it).
-func (d *rxDrive) sole(c *Conn) bool {
-	e := d.e
 	e.mu.RLock()
-	ok := len(e.conns) == 1 && len(e.ud) == 0 && e.conns[c.qp.QP().Num()] == c
+	var sole *Conn
+	if len(e.conns) == 1 && len(e.ud) == 0 {
+		for _, c := range e.conns {
+			sole = c
+		}
+	}
+	d.sole.Store(sole) // under the lock: the stores follow the changes' order
 	e.mu.RUnlock()
-	return ok
+	d.h.Reclaim()
 }
 
 // canDrive implements Conn.CanDriveReceive.
 func (d *rxDrive) canDrive(c *Conn) bool {
-	return !d.h.Ended() && !d.e.closed.Load() && d.sole(c)
+	return d.sole.Load() == c && !d.e.closed.Load() && !d.h.Ended()
 }
