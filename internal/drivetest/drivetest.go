@@ -1,6 +1,6 @@
 // Package drivetest holds what rnic.Config.WaitDrivesReceive's tests in rnic/iwarp and
-// rnic/rocev2 share: a SEND ping-pong over a connected QP pair, and Waits that take a
-// receive over.
+// rnic/rocev2 share: a SEND ping-pong over a connected QP pair, Waits that take a
+// receive over, and reads of memory that RDMA Writes place while it is polled.
 package drivetest
 
 import (
@@ -111,4 +111,26 @@ func IdleWait(t testing.TB, cq *rnic.CQ) {
 	if n, err := cq.Wait(ctx, make([]rnic.Completion, 1)); n != 0 || !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("idle Wait: n=%d err=%v", n, err)
 	}
+}
+
+// Polled reads a byte that RDMA Writes place while the caller polls it, as a program
+// polling registered memory does: a fresh load each call, outside the race detector (the
+// placement may run on the transport's goroutine, with no synchronisation it sees).
+//
+//go:norace
+//go:noinline
+func Polled(p *byte) byte { return *p }
+
+// PolledEqual compares memory that RDMA Writes place with want, byte by byte as Polled
+// reads it.
+func PolledEqual(got, want []byte) bool {
+	if len(got) != len(want) {
+		return false
+	}
+	for i := range got {
+		if Polled(&got[i]) != want[i] {
+			return false
+		}
+	}
+	return true
 }

@@ -8,16 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/softrnic/softrnic/internal/drivetest"
 	"github.com/softrnic/softrnic/rnic"
 )
-
-// polled reads a byte that RDMA Writes update in place while the caller polls it (the
-// placement may run on the connection's goroutine): a fresh load each call, outside the
-// race detector, as a program polling registered memory does.
-//
-//go:norace
-//go:noinline
-func polled(p *byte) byte { return *p }
 
 // TestQPDriveReceiveWrites: the server learns of the client's RDMA Writes only by polling
 // its memory, as perftest's write_lat does, through QP.DriveReceive; every Write arrives
@@ -32,7 +25,7 @@ func TestQPDriveReceiveWrites(t *testing.T) {
 			smr, sbuf := srv.reg(t, 64, allAccess)
 			const rounds = 500
 			var want atomic.Uint32
-			until := func() bool { return uint32(polled(&sbuf[63])) == want.Load()&0xff }
+			until := func() bool { return uint32(drivetest.Polled(&sbuf[63])) == want.Load()&0xff }
 			before := srv.conn.drv.h.Driven.Load()
 			for i := 1; i <= rounds; i++ {
 				want.Store(uint32(i))
@@ -45,7 +38,7 @@ func TestQPDriveReceiveWrites(t *testing.T) {
 				err := srv.qp.DriveReceive(ctx, until)
 				cancel()
 				if err != nil {
-					t.Fatalf("round %d: %v (memory holds %d)", i, err, polled(&sbuf[63]))
+					t.Fatalf("round %d: %v (memory holds %d)", i, err, drivetest.Polled(&sbuf[63]))
 				}
 			}
 			if n := srv.conn.drv.h.Driven.Load() - before; n < rounds/2 {
@@ -154,7 +147,7 @@ func TestQPDriveReceiveBesideWait(t *testing.T) {
 	drives := make(chan error, 1)
 	go func() { // a DriveReceive per Write, as write_lat polls: the receive is lent in between
 		for i := 1; i <= rounds; i++ {
-			if err := srv.qp.DriveReceive(ctx, func() bool { return polled(&sbuf[0]) >= byte(i) }); err != nil {
+			if err := srv.qp.DriveReceive(ctx, func() bool { return drivetest.Polled(&sbuf[0]) >= byte(i) }); err != nil {
 				drives <- fmt.Errorf("write %d: %w", i, err)
 				return
 			}

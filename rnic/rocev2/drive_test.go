@@ -231,12 +231,12 @@ func TestQPDriveReceiveWrites(t *testing.T) {
 			t.Fatal(err)
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		err := srv.qp.DriveReceive(ctx, func() bool { return polledEqual(sbuf[len(sbuf)-1:], cbuf[len(cbuf)-1:]) })
+		err := srv.qp.DriveReceive(ctx, func() bool { return drivetest.PolledEqual(sbuf[len(sbuf)-1:], cbuf[len(cbuf)-1:]) })
 		cancel()
 		if err != nil {
 			t.Fatalf("WRITE %d: %v", i, err)
 		}
-		if !polledEqual(sbuf, cbuf) {
+		if !drivetest.PolledEqual(sbuf, cbuf) {
 			t.Fatalf("WRITE %d: data differs", i)
 		}
 	}
@@ -247,23 +247,4 @@ func TestQPDriveReceiveWrites(t *testing.T) {
 	if err := plain.qp.DriveReceive(context.Background(), func() bool { return false }); !errors.Is(err, rnic.ErrNoDriver) {
 		t.Fatalf("without WaitDrivesReceive: %v, want ErrNoDriver", err)
 	}
-}
-
-// polledEqual compares memory that RDMA WRITEs place with want, as a program polling
-// its memory does: the WRITE may have been placed by the endpoint's goroutine before the
-// receive was handed over, with no synchronisation the race detector sees (the flag byte
-// is placed last, in PSN order).
-//
-//go:norace
-//go:noinline
-func polledEqual(got, want []byte) bool {
-	if len(got) != len(want) {
-		return false
-	}
-	for i := range got {
-		if got[i] != want[i] {
-			return false
-		}
-	}
-	return true
 }
