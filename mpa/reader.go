@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"github.com/softrnic/softrnic/internal/fastcrc"
+	"github.com/softrnic/softrnic/internal/memcopy"
 )
 
 const (
@@ -225,7 +226,7 @@ func (fr *Reader) raw(p []byte, n int) (int, error) {
 	m := min(n, fr.wp-fr.rp)
 	b := fr.buf[fr.rp : fr.rp+m]
 	if p != nil {
-		copy(p, b)
+		memcopy.Copy(p, b)
 	}
 	if fr.crcOn {
 		fr.crc = fastcrc.Castagnoli(fr.crc, b)

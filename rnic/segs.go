@@ -1,6 +1,10 @@
 package rnic
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+
+	"github.com/softrnic/softrnic/internal/memcopy"
+)
 
 // nativeEndian is the byte order of registered memory as the CPU sees it: atomics read and
 // write their 64-bit operands in it (RFC 7306 §5.3 and IBTA §9.4.5 operate on the
@@ -57,7 +61,7 @@ func (s Segs) ReadAt(p []byte, off uint64) int {
 			off -= l
 			continue
 		}
-		done += copy(p[done:], b[off:])
+		done += memcopy.Copy(p[done:], b[off:])
 		off = 0
 	}
 	return done
@@ -76,7 +80,7 @@ func (s Segs) WriteAt(p []byte, off uint64) int {
 			off -= l
 			continue
 		}
-		done += copy(b[off:], p[done:])
+		done += memcopy.Copy(b[off:], p[done:])
 		off = 0
 	}
 	return done

@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/softrnic/softrnic/ddp"
+	"github.com/softrnic/softrnic/internal/memcopy"
 	"github.com/softrnic/softrnic/mpa"
 	"github.com/softrnic/softrnic/rdmap"
 	"github.com/softrnic/softrnic/rnic"
@@ -224,7 +225,7 @@ func (c *Conn) rxRead(p []byte) error {
 		return c.rd.ReadFull(p)
 	}
 	if c.rxStream { // the staged header first, then the stream
-		k := copy(p, c.staged)
+		k := memcopy.Copy(p, c.staged)
 		c.staged = c.staged[k:]
 		if k == len(p) {
 			return nil
@@ -234,7 +235,7 @@ func (c *Conn) rxRead(p []byte) error {
 	if len(p) > len(c.staged) {
 		return mpa.ErrShortULPDU
 	}
-	copy(p, c.staged)
+	memcopy.Copy(p, c.staged)
 	c.staged = c.staged[len(p):]
 	return nil
 }

@@ -4,6 +4,7 @@ package rocev2
 // expected PSN, answers duplicates, sends ACKs/NAKs and streams READ responses.
 
 import (
+	"github.com/softrnic/softrnic/internal/memcopy"
 	"github.com/softrnic/softrnic/rnic"
 	"github.com/softrnic/softrnic/roce"
 )
@@ -415,7 +416,7 @@ func (c *Conn) execute(r *rxCtx, p *roce.Packet) {
 			fail(roce.NAKInvalidRequest)
 			return
 		}
-		copy(c.curWBuf[c.curOff:], p.Payload)
+		memcopy.Copy(c.curWBuf[c.curOff:], p.Payload)
 		c.curOff += uint64(n)
 		if lastish {
 			c.curKind = kindNone

@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/softrnic/softrnic/internal/memcopy"
 	"github.com/softrnic/softrnic/roce"
 )
 
@@ -551,7 +552,7 @@ func (l *UDPLink) takeGRO(bufs [][]byte, sizes []int, from []netip.AddrPort, vie
 		if view {
 			bufs[out], sizes[out] = l.pend[:k:k], k
 		} else {
-			sizes[out] = copy(bufs[out][:cap(bufs[out])], l.pend[:k])
+			sizes[out] = memcopy.Copy(bufs[out][:cap(bufs[out])], l.pend[:k])
 		}
 		from[out] = l.pendFrom
 		l.pend = l.pend[k:]

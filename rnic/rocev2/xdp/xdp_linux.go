@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 
 	"github.com/softrnic/softrnic/internal/inetsum"
+	"github.com/softrnic/softrnic/internal/memcopy"
 	"github.com/softrnic/softrnic/link/afxdp"
 	"github.com/softrnic/softrnic/rnic/rocev2"
 	"github.com/softrnic/softrnic/roce"
@@ -308,7 +309,7 @@ func (l *Link) input(f []byte, buf []byte, size *int, from *netip.AddrPort) bool
 		return false
 	}
 	buf = buf[:len(pl)]
-	copy(buf, pl)
+	memcopy.Copy(buf, pl)
 	src := [4]byte(ip[12:16])
 	sport := binary.BigEndian.Uint16(udp[0:])
 	*size = len(pl)
@@ -344,7 +345,7 @@ func (l *Link) input6(p []byte, buf []byte, size *int, from *netip.AddrPort) boo
 		binary.BigEndian.Uint16(udp[2:]) != l.local.Port() || len(pl) > cap(buf) {
 		return false
 	}
-	*size = copy(buf[:len(pl)], pl)
+	*size = memcopy.Copy(buf[:len(pl)], pl)
 	*from = netip.AddrPortFrom(netip.AddrFrom16([16]byte(ip[8:24])), binary.BigEndian.Uint16(udp[0:]))
 	return true
 }
