@@ -6,7 +6,7 @@ import "unsafe"
 // returns the number of bytes copied: min(len(dst), len(src)).
 func Copy(dst, src []byte) int {
 	n := min(len(dst), len(src))
-	if n < repMinLen+8 {
+	if n < repMinLen {
 		return copy(dst, src)
 	}
 	d, s := uintptr(unsafe.Pointer(unsafe.SliceData(dst))), uintptr(unsafe.Pointer(unsafe.SliceData(src)))
