@@ -120,40 +120,71 @@ func TestSiwRefusesInvalidSTag(t *testing.T) {
 	} {
 		t.Run(c.fault, func(t *testing.T) {
 			record(t, PeerSiw, c.op+" to an invalid STag → siw Terminate; guest rping gets no ping", "server")
-			klog := kernelLog(t, g)
-			p := port()
-			srv, err := g.StartHost(time.Minute, bin, "rping", "-s", "-a", HostSiwAddr, "-p", strconv.Itoa(p), "-v", "-d", "--fault", c.fault, "--timeout", "45s")
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer srv.Kill()
-			if !srv.WaitOutput("listening on", 30*time.Second) {
-				t.Fatalf("softrnic server did not listen:\n%s", srv.Output())
-			}
-			cli, err := g.Run(guestRping(fmt.Sprintf("-c -a %s -p %d -C 3 -S 64 -V -v", HostSiwAddr, p), "errcli", "ping data: "), 60*time.Second)
-			if err != nil {
-				t.Fatal(err)
-			}
-			sr, err := srv.Wait(50 * time.Second)
-			if err != nil {
-				t.Fatal(err)
-			}
-			kl := klog()
-			t.Logf("guest rping client (exit %d):\n%s\nsoftrnic server (exit %d):\n%s\nguest kernel log:\n%s",
-				cli.Code, Tail(cli.Output, 2000), sr.Code, Tail(sr.Output, 2000), Tail(kl, 3000))
-			if sr.Code == 0 || !strings.Contains(sr.Output, c.want) {
-				t.Errorf("softrnic server: exit %d, want %q in its output", sr.Code, c.want)
-			}
-			if !strings.Contains(kl, c.kernel) {
-				t.Errorf("guest kernel log lacks %q", c.kernel)
-			}
-			// rping ignores QP async events: its side of the error is a lost connection and
-			// a missing ping.
-			if !strings.Contains(cli.Output, "lines=0\n") || !strings.Contains(cli.Output, "client DISCONNECT EVENT...") {
-				t.Errorf("guest rping: want no ping and a disconnect, got:\n%s", cli.Output)
+			for attempt := 1; ; attempt++ {
+				if !runInvalidSTag(t, g, bin, c.fault, c.want, c.kernel) {
+					return
+				}
+				if attempt == siwTermAttempts {
+					t.Errorf("siw did not send its Terminate in any of %d attempts (its log: %q each time)", attempt, siwTermBusy)
+					return
+				}
+				t.Logf("attempt %d: siw did not send its Terminate (%q: its send queue was busy); again", attempt, siwTermBusy)
 			}
 		})
 	}
+}
+
+// siw (siw_send_terminate) does not send a Terminate while an operation of its send queue
+// is in progress, and logs siwTermBusy instead: the guest rping client may be sending at
+// that moment. TestSiwRefusesInvalidSTag then runs its case again, up to siwTermAttempts
+// times in all.
+const (
+	siwTermBusy     = "cannot send TERMINATE"
+	siwTermAttempts = 3
+)
+
+// runInvalidSTag runs one attempt of a TestSiwRefusesInvalidSTag case: the softrnic rping
+// server with the fault against the guest rping client. It checks softrnic's output (want),
+// the guest kernel log (kernel) and the client's output, unless siw logged siwTermBusy:
+// then nothing can be expected of the attempt, and it reports siwBusy.
+func runInvalidSTag(t *testing.T, g *Guest, bin, fault, want, kernel string) (siwBusy bool) {
+	t.Helper()
+	klog := kernelLog(t, g)
+	p := port()
+	srv, err := g.StartHost(time.Minute, bin, "rping", "-s", "-a", HostSiwAddr, "-p", strconv.Itoa(p), "-v", "-d", "--fault", fault, "--timeout", "45s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Kill()
+	if !srv.WaitOutput("listening on", 30*time.Second) {
+		t.Fatalf("softrnic server did not listen:\n%s", srv.Output())
+	}
+	cli, err := g.Run(guestRping(fmt.Sprintf("-c -a %s -p %d -C 3 -S 64 -V -v", HostSiwAddr, p), "errcli", "ping data: "), 60*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sr, err := srv.Wait(50 * time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kl := klog()
+	t.Logf("guest rping client (exit %d):\n%s\nsoftrnic server (exit %d):\n%s\nguest kernel log:\n%s",
+		cli.Code, Tail(cli.Output, 2000), sr.Code, Tail(sr.Output, 2000), Tail(kl, 3000))
+	if strings.Contains(kl, siwTermBusy) {
+		return true
+	}
+	if sr.Code == 0 || !strings.Contains(sr.Output, want) {
+		t.Errorf("softrnic server: exit %d, want %q in its output", sr.Code, want)
+	}
+	if !strings.Contains(kl, kernel) {
+		t.Errorf("guest kernel log lacks %q", kernel)
+	}
+	// rping ignores QP async events: its side of the error is a lost connection and
+	// a missing ping.
+	if !strings.Contains(cli.Output, "lines=0\n") || !strings.Contains(cli.Output, "client DISCONNECT EVENT...") {
+		t.Errorf("guest rping: want no ping and a disconnect, got:\n%s", cli.Output)
+	}
+	return false
 }
 
 // TestSoftrnicTerminatesOutOfBoundsWrite: softrnic (rping client) advertises its sink half
