@@ -65,6 +65,7 @@ func (c *Conn) completer(p *roce.Packet) {
 				c.retryLeft--
 				c.lastNak, c.lastNakValid = psn, true
 				c.qp.CountRetransmit()
+				c.lost()
 				c.seek(psn)
 				break
 			}
@@ -110,6 +111,7 @@ func (c *Conn) completer(p *roce.Packet) {
 				// A response is missing: retransmit from the oldest unanswered PSN.
 				c.seqRetried = true
 				c.qp.CountRetransmit()
+				c.lost()
 				c.ackTo(e.first.Prev())
 				c.seek(c.unaPSN)
 			}
@@ -146,6 +148,13 @@ func (c *Conn) completer(p *roce.Packet) {
 	// may fire early for the old ACK deadline, which is harmless.
 	if c.txBlocked || cursor != [3]uint64{uint64(c.sendPSN), c.sqSend, c.sendOff} || c.disc.Load() != 0 {
 		c.wake()
+	}
+}
+
+// lost answers a lost request or response: the window halves (window.go).
+func (c *Conn) lost() {
+	if c.win.lost(c.maxSent) {
+		c.e.WindowCuts.Add(1)
 	}
 }
 
@@ -249,6 +258,7 @@ func (c *Conn) failOldest(st rnic.Status, err error) {
 }
 
 func (c *Conn) progress() {
+	c.win.acked(c.unaPSN, c.cfg.Window)
 	c.retryLeft = c.cfg.RetryCnt
 	c.rnrLeft = c.cfg.RNRRetry
 	c.seqRetried = false

@@ -28,11 +28,17 @@ type Config struct {
 	// MinRNRTimer is the RNR NAK timer code this responder sends (IBTA table 45;
 	// 0: 12 = 0.64 ms; RNRTimerLongest: 655.36 ms, the wire's code 0).
 	MinRNRTimer roce.RNRTimer
-	MaxRdAtomic int    // outstanding Reads/atomics as requester (ORD; 0: 16)
-	MaxDestRd   int    // inbound Reads/atomics as responder (IRD; 0: 16)
-	Window      int    // unacknowledged request packets in flight (0: 128, rxe's RXE_MAX_UNACKED_PSNS)
-	AckEvery    int    // set AckReq at least every this many packets (0: 64)
-	PKey        uint16 // 0: 0xFFFF
+	MaxRdAtomic int // outstanding Reads/atomics as requester (ORD; 0: 16)
+	MaxDestRd   int // inbound Reads/atomics as responder (IRD; 0: 16)
+	// Window is the most request packets (PSNs) an RC connection leaves unacknowledged
+	// (0: 512). The window adapts below it (window.go, Conn.Window): it starts at
+	// min(Window, 128), rxe's fixed RXE_MAX_UNACKED_PSNS, grows by one PSN for each ACK
+	// that finds the requester waiting for it, and halves after a loss (not below 16),
+	// since a window larger than the peer's receive path holds (its UDP socket buffer)
+	// loses packets and go-back-N resends the rest of the window after each loss.
+	Window   int
+	AckEvery int    // set AckReq at least every this many packets (0: 64)
+	PKey     uint16 // 0: 0xFFFF
 	// PeerPort, when set, is the UDP port of every peer's RoCE link: Dial sends to
 	// it when the address names no UDP port, and the passive side answers there
 	// whatever port a request came from, and accepts a QP's packets from any port
@@ -104,7 +110,7 @@ const (
 	DefaultRetryCnt           = 7
 	DefaultMinRNRTimer        = roce.RNRTimer(12) // 0.64 ms
 	DefaultMaxRdAtomic        = 16
-	DefaultWindow             = 128
+	DefaultWindow             = 512
 	DefaultAckEvery           = 64
 	DefaultKeepAlive          = 15 * time.Second
 	DefaultMaxPendingRequests = 1024

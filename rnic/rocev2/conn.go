@@ -208,6 +208,7 @@ func (e *Endpoint) connect(qp *rnic.QP, attr ConnAttr, o connOpts) (*Conn, error
 	c.sendPSN, c.maxSent, c.unaPSN = attr.SendPSN&roce.PSNMask, attr.SendPSN&roce.PSNMask, attr.SendPSN&roce.PSNMask
 	c.ePSN = attr.RecvPSN & roce.PSNMask
 	c.retryLeft, c.rnrLeft = cfg.RetryCnt, cfg.RNRRetry
+	c.win.initWindow(cfg.Window)
 	c.initResponder()
 	c.hdr = roce.Header{PKey: cfg.PKey, DestQP: c.rqpn}
 	c.rhdr = c.hdr
@@ -252,6 +253,15 @@ func (c *Conn) Done() <-chan struct{} { return c.done }
 // IRD returns the QP's inbound RDMA Read/atomic depth (max_dest_rd_atomic as negotiated
 // by the CM, or as given to Endpoint.Connect).
 func (c *Conn) IRD() int { return c.cfg.MaxDestRd }
+
+// Window returns how many request packets the connection lets be unacknowledged now:
+// its adaptive window, between 16 (or Config.Window if smaller) and Config.Window
+// (window.go).
+func (c *Conn) Window() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.win.n
+}
 
 // ORD returns the QP's outbound RDMA Read/atomic depth (max_rd_atomic).
 func (c *Conn) ORD() int { return c.cfg.MaxRdAtomic }

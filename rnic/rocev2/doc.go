@@ -65,9 +65,10 @@
 // (the modify_qp RTR/RTS attributes) and returns a [Conn], the
 // rnic.QPTransport. Each Conn has one goroutine for the requester (segmenting
 // send WQEs to the path MTU, 256-4096, one PSN per packet, AckReq on the last
-// packet of a message and every AckEvery packets, at most Window unacked
-// PSNs, at most MaxRdAtomic outstanding READs/atomics, fences), READ response
-// streaming and the timers; a message of at most 1 KiB posted while the connection is
+// packet of a message and every AckEvery packets or half a window, at most a window of
+// unacked PSNs that adapts up to Config.Window (window.go: it grows while the requester
+// waits for ACKs and halves on a loss), at most MaxRdAtomic outstanding READs/atomics,
+// fences), READ response streaming and the timers; a message of at most 1 KiB posted while the connection is
 // idle and that goroutine parked is sent by the posting goroutine itself (Conn.SendQueued,
 // counted in Endpoint.InlineSends), which saves a goroutine wake-up on the way of each
 // message of a ping-pong. The endpoint's one receive goroutine reads its link for all
@@ -158,7 +159,8 @@
 //	Config.MaxDestRd (IRD)        16                     one more inbound READ/atomic in progress: NAK invalid
 //	                                                     request, QP → Error; also the READ/atomic history
 //	                                                     that duplicates are checked against
-//	Config.Window                 128 PSNs               the requester waits for ACKs
+//	Config.Window                 512 PSNs               the requester waits for ACKs; its window starts at
+//	                                                     128 and adapts below this (halved on a loss)
 //	Config.AckEvery               64 packets             AckReq set at least this often
 //	Config.KeepAlive              15 s                   an RC connection that carried nothing that long is
 //	                                                     probed (a zero-length WRITE, checked every quarter

@@ -92,6 +92,8 @@ type Endpoint struct {
 	// InlineSends counts batches of packets a posting goroutine sent itself while the
 	// connection's goroutine was parked (SendQueued), instead of waking it.
 	InlineSends atomic.Uint64
+	// WindowCuts counts the halvings of RC connections' windows after a loss (window.go).
+	WindowCuts atomic.Uint64
 
 	wakes atomic.Int32 // wakers open (Conn.startWake), at most maxConnWakes
 }

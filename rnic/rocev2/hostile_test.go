@@ -482,6 +482,9 @@ func TestIRDExceeded(t *testing.T) {
 		}
 	})
 	connect(t, cli, srv, &pairOpts{mtu: roce.MTU1024})
+	cli.conn.mu.Lock()
+	cli.conn.win.n = ccfg.Window // not the adaptive start (window.go): no waiting for ACKs
+	cli.conn.mu.Unlock()
 	const sz = 1 << 20 // 1024 response packets: far more than one transmit batch
 	lmr, _ := cli.reg(t, 2*sz, allAccess)
 	rmr, _ := srv.reg(t, sz, allAccess)

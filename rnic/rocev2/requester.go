@@ -36,7 +36,8 @@ type requester struct {
 	lastNakValid   bool
 	seqRetried     bool
 	hdr            roce.Header
-	ahead          int // packets of the WQEs taken and not started (takeAhead)
+	ahead          int    // packets of the WQEs taken and not started (takeAhead)
+	win            window // unacknowledged PSNs allowed (window.go)
 
 	// Keepalive (Config.KeepAlive): when the connection carried nothing for
 	// an interval, a zero-length RDMA WRITE probes the peer; a dead peer
@@ -89,6 +90,7 @@ func (c *Conn) timersLocked(now time.Time) {
 	}
 	c.retryLeft--
 	c.qp.CountRetransmit()
+	c.lost()
 	c.seek(c.unaPSN)
 	c.seqRetried = false
 	c.ackDeadline = now.Add(c.tmo)
@@ -237,7 +239,7 @@ func (c *Conn) takeAhead() (empty bool) {
 	if c.typ != RC || c.fatal {
 		return false
 	}
-	for c.ahead < c.cfg.Window {
+	for c.ahead < c.win.n {
 		if c.sqTail != c.sqSend {
 			if e := c.ent(c.sqTail - 1); isLocal(e.w.Opcode) && !e.done {
 				return false
@@ -329,7 +331,7 @@ func (c *Conn) fillPackets() int {
 			}
 		}
 		if isRdAtomic(w.Opcode) && !e.counted && c.rdOut >= c.cfg.MaxRdAtomic ||
-			c.typ == RC && c.sendPSN.Sub(c.unaPSN) >= uint32(c.cfg.Window) {
+			c.typ == RC && c.win.full(c.sendPSN.Sub(c.unaPSN)) {
 			c.txBlocked = true // an ACK or response lets it go on (completer)
 			break
 		}
@@ -469,7 +471,9 @@ func (c *Conn) request(b []byte, e *sqe) (pkt, body []byte, last bool) {
 		h.Opcode = h.Opcode.WithService(roce.ServiceUC)
 	}
 	c.noack++
-	if last || c.noack >= c.cfg.AckEvery {
+	// AckReq every AckEvery packets, and at least twice per window: a window smaller
+	// than AckEvery would otherwise wait for the ACK timeout.
+	if last || c.noack >= min(c.cfg.AckEvery, max(c.win.n/2, 1)) {
 		h.AckReq = c.typ == RC
 		c.noack = 0
 	}
