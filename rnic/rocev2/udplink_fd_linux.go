@@ -53,9 +53,8 @@ func NewUDPLinkFile(f *os.File, o *UDPOptions) (*UDPLink, error) {
 	return l, nil
 }
 
-// newUDPLinkConn sets up a UDPLink on conn, bound to local. It repeats
-// ListenUDP's set-up, which does not call it (ListenUDP's file is owned
-// elsewhere); the two must stay in step.
+// newUDPLinkConn sets up a UDPLink on conn, bound to local, with the socket
+// options ListenUDP sets (setOptions).
 func newUDPLinkConn(conn *net.UDPConn, local netip.AddrPort, o *UDPOptions) (*UDPLink, error) {
 	var opt UDPOptions
 	if o != nil {
@@ -75,19 +74,7 @@ func newUDPLinkConn(conn *net.UDPConn, local netip.AddrPort, o *UDPOptions) (*UD
 		if err != nil {
 			return
 		}
-		if domain == unix.AF_INET {
-			_ = unix.SetsockoptInt(int(fd), unix.IPPROTO_IP, unix.IP_MTU_DISCOVER, unix.IP_PMTUDISC_DO)
-		} else {
-			_ = unix.SetsockoptInt(int(fd), unix.IPPROTO_IPV6, unix.IPV6_MTU_DISCOVER, unix.IP_PMTUDISC_DO)
-		}
-		_ = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUF, 8<<20)
-		_ = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_SNDBUF, 8<<20)
-		if opt.GSO {
-			l.gso = unix.SetsockoptInt(int(fd), unix.IPPROTO_UDP, udpSegment, 0) == nil
-		}
-		if opt.GRO {
-			l.gro = unix.SetsockoptInt(int(fd), unix.IPPROTO_UDP, udpGRO, 1) == nil
-		}
+		l.setOptions(int(fd), domain == unix.AF_INET, &opt)
 	})
 	if cerr != nil {
 		return nil, cerr

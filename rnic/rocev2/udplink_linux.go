@@ -91,13 +91,45 @@ const udpSegment = 103 // UDP_SEGMENT
 const udpGRO = 104     // UDP_GRO
 const groBufLen = 65536
 
+// sockBuf is the receive and send buffer size a UDPLink asks for. RoCEv2 has no flow
+// control: what the receive buffer cannot hold is lost, and each loss costs a go-back-N
+// resend (the requester's window adapts to it, window.go).
+const sockBuf = 8 << 20
+
+// setOptions sets a link's socket options on fd: DF, sockBuf buffers, and the offloads
+// o asks for (recording which the kernel took). The buffers are forced past
+// net.core.rmem_max and wmem_max (SO_RCVBUFFORCE, SO_SNDBUFFORCE, as wireguard-go does)
+// where the process may (CAP_NET_ADMIN); otherwise the kernel caps them there.
+func (l *UDPLink) setOptions(fd int, v4 bool, o *UDPOptions) {
+	if v4 {
+		_ = unix.SetsockoptInt(fd, unix.IPPROTO_IP, unix.IP_MTU_DISCOVER, unix.IP_PMTUDISC_DO)
+	} else {
+		_ = unix.SetsockoptInt(fd, unix.IPPROTO_IPV6, unix.IPV6_MTU_DISCOVER, unix.IP_PMTUDISC_DO)
+	}
+	if unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, sockBuf) != nil {
+		_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF, sockBuf)
+	}
+	if unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUFFORCE, sockBuf) != nil {
+		_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUF, sockBuf)
+	}
+	if o.GSO {
+		l.gso = unix.SetsockoptInt(fd, unix.IPPROTO_UDP, udpSegment, 0) == nil
+	}
+	if o.GRO {
+		l.gro = unix.SetsockoptInt(fd, unix.IPPROTO_UDP, udpGRO, 1) == nil
+	}
+}
+
 // ListenUDP opens a UDP link on addr, with o's offloads (nil: chosen by the address
 // family, see UDPOptions): port 4791 (roce.UDPPort) for a standard
 // deployment, another port below 0xC000 to share the IP with other endpoints (peers
 // reach it through an Addr with that UDPPort), or 0 for a free port below 0xC000.
 // Ports 0xC000-0xFFFF are refused (ErrEntropyPort). The address must be a specific
 // IP: the ICRC covers it. Errors wrap the cause (errors.Is(err, syscall.EADDRINUSE)). Outgoing packets have DF set and, on an unconnected IPv4
-// socket, IP ID 0 (Linux ip_select_ident), which is what the ICRC assumes.
+// socket, IP ID 0 (Linux ip_select_ident), which is what the ICRC assumes. The socket's
+// buffers are 8 MiB each, past net.core.rmem_max and wmem_max where the process has
+// CAP_NET_ADMIN (SO_RCVBUFFORCE); otherwise those limits cap them (Linux's default is
+// 208 KiB), and an RC stream's window adapts to the losses that follow (Config.Window).
 func ListenUDP(addr netip.AddrPort, o *UDPOptions) (*UDPLink, error) {
 	if !addr.Addr().IsValid() || addr.Addr().IsUnspecified() {
 		return nil, ErrUnspecifiedAddr
@@ -127,21 +159,7 @@ func ListenUDP(addr netip.AddrPort, o *UDPOptions) (*UDPLink, error) {
 	l := &UDPLink{conn: conn, rc: rc, batch: opt.Batch}
 	l.local = conn.LocalAddr().(*net.UDPAddr).AddrPort()
 	l.local = netip.AddrPortFrom(l.local.Addr().Unmap(), l.local.Port())
-	_ = rc.Control(func(fd uintptr) {
-		if network == "udp4" {
-			_ = unix.SetsockoptInt(int(fd), unix.IPPROTO_IP, unix.IP_MTU_DISCOVER, unix.IP_PMTUDISC_DO)
-		} else {
-			_ = unix.SetsockoptInt(int(fd), unix.IPPROTO_IPV6, unix.IPV6_MTU_DISCOVER, unix.IP_PMTUDISC_DO)
-		}
-		_ = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUF, 8<<20)
-		_ = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_SNDBUF, 8<<20)
-		if opt.GSO {
-			l.gso = unix.SetsockoptInt(int(fd), unix.IPPROTO_UDP, udpSegment, 0) == nil
-		}
-		if opt.GRO {
-			l.gro = unix.SetsockoptInt(int(fd), unix.IPPROTO_UDP, udpGRO, 1) == nil
-		}
-	})
+	_ = rc.Control(func(fd uintptr) { l.setOptions(int(fd), network == "udp4", &opt) })
 	l.init(opt.Batch)
 	return l, nil
 }
