@@ -2,6 +2,7 @@ package rocev2
 
 import (
 	"errors"
+	"net"
 	"net/netip"
 	"os"
 	"strconv"
@@ -65,4 +66,39 @@ func TestUDPLinkBuffers(t *testing.T) {
 			t.Errorf("%s: %d bytes, want %d (forcing allowed %v, %s %d)", c.sysctl, got, want, forced, c.sysctl, sysctl(c.sysctl))
 		}
 	}
+}
+
+// TestUDPLinkSocketDrops: datagrams the kernel drops because nobody reads the link's
+// socket show in SocketDrops.
+func TestUDPLinkSocketDrops(t *testing.T) {
+	l, err := ListenUDP(netip.MustParseAddrPort("127.0.0.1:0"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if n, err := l.SocketDrops(); err != nil || n != 0 {
+		t.Fatalf("a new socket: %d drops, %v", n, err)
+	}
+	c, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(l.LocalAddr()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	// Loopback delivers within the send: once the buffer (at most 2×sockBuf) is full,
+	// each datagram is dropped. Send three times that.
+	pkt := make([]byte, 8000)
+	sent := 0
+	for range 6 * sockBuf / len(pkt) {
+		if _, err := c.Write(pkt); err == nil {
+			sent++
+		}
+	}
+	n, err := l.SocketDrops()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n == 0 || n > uint64(sent) {
+		t.Fatalf("%d drops after %d datagrams sent to a socket nobody reads", n, sent)
+	}
+	t.Logf("%d of %d datagrams dropped", n, sent)
 }

@@ -198,6 +198,30 @@ func (l *UDPLink) Pending() bool {
 	return n > 0
 }
 
+// SocketDrops returns how many datagrams the kernel dropped on the link's socket since
+// it opened, most for a full receive buffer (the socket's sk_drops, read with
+// getsockopt SO_MEMINFO). A peer's RC stream sees each as a PSN gap: a NAK and a
+// go-back-N resend (Endpoint.WindowCuts counts what that did to the sender's window).
+func (l *UDPLink) SocketDrops() (uint64, error) {
+	const skMeminfoDrops = 8 // SK_MEMINFO_DROPS (include/uapi/linux/sock_diag.h)
+	var mi [skMeminfoDrops + 1]uint32
+	n := uint32(unsafe.Sizeof(mi))
+	var e syscall.Errno
+	if err := l.rc.Control(func(fd uintptr) {
+		_, _, e = unix.Syscall6(unix.SYS_GETSOCKOPT, fd, unix.SOL_SOCKET, unix.SO_MEMINFO,
+			uintptr(unsafe.Pointer(&mi[0])), uintptr(unsafe.Pointer(&n)), 0)
+	}); err != nil {
+		return 0, fmt.Errorf("rocev2: SO_MEMINFO: %w", err)
+	}
+	if e != 0 {
+		return 0, fmt.Errorf("rocev2: SO_MEMINFO: %w", e)
+	}
+	if n < uint32(unsafe.Sizeof(mi)) {
+		return 0, fmt.Errorf("rocev2: SO_MEMINFO: %d bytes", n)
+	}
+	return uint64(mi[skMeminfoDrops]), nil
+}
+
 // LocalAddr implements Link.
 func (l *UDPLink) LocalAddr() netip.AddrPort { return l.local }
 

@@ -79,3 +79,6 @@ func (l *UDPLink) Recv(bufs [][]byte, sizes []int, from []netip.AddrPort) (int, 
 	sizes[0], from[0] = n, netip.AddrPortFrom(a.Addr().Unmap(), a.Port())
 	return 1, nil
 }
+
+// SocketDrops is not available on this system (errors.ErrUnsupported).
+func (l *UDPLink) SocketDrops() (uint64, error) { return 0, errors.ErrUnsupported }
