@@ -65,11 +65,11 @@
 // (the modify_qp RTR/RTS attributes) and returns a [Conn], the
 // rnic.QPTransport. Each Conn has one goroutine for the requester (segmenting
 // send WQEs to the path MTU, 256-4096, one PSN per packet, AckReq on the last
-// packet of a message and every AckEvery packets or half a window, at most a window of
-// unacked PSNs that adapts up to Config.Window (window.go: it grows while the requester
-// waits for ACKs and halves on a loss), at most MaxRdAtomic outstanding READs/atomics,
-// fences), READ response streaming and the timers; a message of at most 1 KiB posted while the connection is
-// idle and that goroutine parked is sent by the posting goroutine itself (Conn.SendQueued,
+// packet of a message and every AckEvery packets or half a window, at most a
+// window of unacked PSNs that adapts up to Config.Window (window.go: it grows
+// while the requester waits for ACKs and halves on a loss), at most MaxRdAtomic
+// outstanding READs/atomics, fences), READ response streaming and the timers; a
+// message of at most 1 KiB posted while the connection is idle and that goroutine parked is sent by the posting goroutine itself (Conn.SendQueued,
 // counted in Endpoint.InlineSends), which saves a goroutine wake-up on the way of each
 // message of a ping-pong. The endpoint's one receive goroutine reads its link for all
 // its QPs; with rnic.Config.WaitDrivesReceive, while one RC connection is the only user
