@@ -12,27 +12,13 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/softrnic/softrnic/internal/sockopt"
 )
 
 // copyHeadroom is XDP_PACKET_HEADROOM, kept in front of received frames in
 // copy mode.
 const copyHeadroom = 256
-
-func setsockopt(fd, level, opt int, p unsafe.Pointer, n uintptr) error {
-	_, _, e := unix.Syscall6(unix.SYS_SETSOCKOPT, uintptr(fd), uintptr(level), uintptr(opt), uintptr(p), n, 0)
-	if e != 0 {
-		return e
-	}
-	return nil
-}
-
-func getsockopt(fd, level, opt int, p unsafe.Pointer, n uintptr) error {
-	_, _, e := unix.Syscall6(unix.SYS_GETSOCKOPT, uintptr(fd), uintptr(level), uintptr(opt), uintptr(p), uintptr(unsafe.Pointer(&n)), 0)
-	if e != 0 {
-		return e
-	}
-	return nil
-}
 
 // xsk is one AF_XDP socket with its own UMEM and rings. Its RX ring is read
 // by one goroutine; the fill ring is written under fmu (that goroutine and
@@ -96,21 +82,21 @@ func openXSK(ifindex, queue, half int, zc, sg, txMeta bool) (s *xsk, err error) 
 	if txMeta {
 		meta := reg
 		meta.Flags, meta.Tx_metadata_len = unix.XDP_UMEM_TX_METADATA_LEN, txMetaLen
-		s.txMeta = setsockopt(fd, unix.SOL_XDP, unix.XDP_UMEM_REG, unsafe.Pointer(&meta), unsafe.Sizeof(meta)) == nil
+		s.txMeta = sockopt.Set(fd, unix.SOL_XDP, unix.XDP_UMEM_REG, unsafe.Pointer(&meta), unsafe.Sizeof(meta)) == nil
 	}
 	if !s.txMeta {
-		if err := setsockopt(fd, unix.SOL_XDP, unix.XDP_UMEM_REG, unsafe.Pointer(&reg), unsafe.Sizeof(reg)); err != nil {
+		if err := sockopt.Set(fd, unix.SOL_XDP, unix.XDP_UMEM_REG, unsafe.Pointer(&reg), unsafe.Sizeof(reg)); err != nil {
 			return s, fmt.Errorf("XDP_UMEM_REG: %w", err)
 		}
 	}
 	n := int32(half)
 	for _, opt := range []int{unix.XDP_UMEM_FILL_RING, unix.XDP_UMEM_COMPLETION_RING, unix.XDP_RX_RING, unix.XDP_TX_RING} {
-		if err := setsockopt(fd, unix.SOL_XDP, opt, unsafe.Pointer(&n), 4); err != nil {
+		if err := sockopt.Set(fd, unix.SOL_XDP, opt, unsafe.Pointer(&n), 4); err != nil {
 			return s, fmt.Errorf("ring size option %d: %w", opt, err)
 		}
 	}
 	var off unix.XDPMmapOffsets
-	if err := getsockopt(fd, unix.SOL_XDP, unix.XDP_MMAP_OFFSETS, unsafe.Pointer(&off), unsafe.Sizeof(off)); err != nil {
+	if _, err := sockopt.Get(fd, unix.SOL_XDP, unix.XDP_MMAP_OFFSETS, unsafe.Pointer(&off), unsafe.Sizeof(off)); err != nil {
 		return s, fmt.Errorf("XDP_MMAP_OFFSETS: %w", err)
 	}
 	if s.fill, err = mapRing(fd, off.Fr, unix.XDP_UMEM_PGOFF_FILL_RING, half, 8); err != nil {
@@ -254,7 +240,7 @@ func (s *xsk) stats() (ks unix.XDPStatistics) {
 		return
 	}
 	_ = s.rc.Control(func(fd uintptr) {
-		_ = getsockopt(int(fd), unix.SOL_XDP, unix.XDP_STATISTICS, unsafe.Pointer(&ks), unsafe.Sizeof(ks))
+		_, _ = sockopt.Get(int(fd), unix.SOL_XDP, unix.XDP_STATISTICS, unsafe.Pointer(&ks), unsafe.Sizeof(ks))
 	})
 	return ks
 }

@@ -11,6 +11,8 @@ import (
 	"github.com/cilium/ebpf/link"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/softrnic/softrnic/internal/sockopt"
 )
 
 // xdpUseSG is XDP_USE_SG (include/uapi/linux/if_xdp.h, Linux 6.6).
@@ -67,22 +69,14 @@ func bindXSK(ifindex int, flags uint16) error {
 	}
 	defer unix.Munmap(mem)
 	reg := unix.XDPUmemReg{Addr: uint64(uintptr(unsafe.Pointer(&mem[0]))), Len: uint64(len(mem)), Size: size}
-	if err := sockopt(fd, unix.XDP_UMEM_REG, unsafe.Pointer(&reg), unsafe.Sizeof(reg)); err != nil {
+	if err := sockopt.Set(fd, unix.SOL_XDP, unix.XDP_UMEM_REG, unsafe.Pointer(&reg), unsafe.Sizeof(reg)); err != nil {
 		return err
 	}
 	n := int32(frames)
 	for _, opt := range []int{unix.XDP_UMEM_FILL_RING, unix.XDP_UMEM_COMPLETION_RING, unix.XDP_RX_RING} {
-		if err := sockopt(fd, opt, unsafe.Pointer(&n), 4); err != nil {
+		if err := sockopt.Set(fd, unix.SOL_XDP, opt, unsafe.Pointer(&n), 4); err != nil {
 			return err
 		}
 	}
 	return unix.Bind(fd, &unix.SockaddrXDP{Flags: flags, Ifindex: uint32(ifindex), QueueID: 0})
-}
-
-func sockopt(fd, opt int, p unsafe.Pointer, n uintptr) error {
-	_, _, e := unix.Syscall6(unix.SYS_SETSOCKOPT, uintptr(fd), unix.SOL_XDP, uintptr(opt), uintptr(p), n, 0)
-	if e != 0 {
-		return e
-	}
-	return nil
 }

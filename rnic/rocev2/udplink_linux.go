@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/softrnic/softrnic/internal/memcopy"
+	"github.com/softrnic/softrnic/internal/sockopt"
 	"github.com/softrnic/softrnic/roce"
 )
 
@@ -205,18 +206,17 @@ func (l *UDPLink) Pending() bool {
 func (l *UDPLink) SocketDrops() (uint64, error) {
 	const skMeminfoDrops = 8 // SK_MEMINFO_DROPS (include/uapi/linux/sock_diag.h)
 	var mi [skMeminfoDrops + 1]uint32
-	n := uint32(unsafe.Sizeof(mi))
-	var e syscall.Errno
-	if err := l.rc.Control(func(fd uintptr) {
-		_, _, e = unix.Syscall6(unix.SYS_GETSOCKOPT, fd, unix.SOL_SOCKET, unix.SO_MEMINFO,
-			uintptr(unsafe.Pointer(&mi[0])), uintptr(unsafe.Pointer(&n)), 0)
-	}); err != nil {
+	var n uintptr
+	var err error
+	if cerr := l.rc.Control(func(fd uintptr) {
+		n, err = sockopt.Get(int(fd), unix.SOL_SOCKET, unix.SO_MEMINFO, unsafe.Pointer(&mi), unsafe.Sizeof(mi))
+	}); cerr != nil {
+		return 0, fmt.Errorf("rocev2: SO_MEMINFO: %w", cerr)
+	}
+	if err != nil {
 		return 0, fmt.Errorf("rocev2: SO_MEMINFO: %w", err)
 	}
-	if e != 0 {
-		return 0, fmt.Errorf("rocev2: SO_MEMINFO: %w", e)
-	}
-	if n < uint32(unsafe.Sizeof(mi)) {
+	if n < unsafe.Sizeof(mi) {
 		return 0, fmt.Errorf("rocev2: SO_MEMINFO: %d bytes", n)
 	}
 	return uint64(mi[skMeminfoDrops]), nil
