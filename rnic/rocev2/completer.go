@@ -258,7 +258,7 @@ func (c *Conn) failOldest(st rnic.Status, err error) {
 }
 
 func (c *Conn) progress() {
-	c.win.acked(c.unaPSN, c.cfg.Window)
+	c.win.acked(c.unaPSN)
 	c.retryLeft = c.cfg.RetryCnt
 	c.rnrLeft = c.cfg.RNRRetry
 	c.seqRetried = false

@@ -26,13 +26,14 @@ const (
 // window is the requester's adaptive window (requester.win).
 type window struct {
 	n         int  // PSNs that may be unacknowledged
+	max       int  // Config.Window: the most n grows to
 	stalled   bool // fill stopped at the window since an ACK last acknowledged packets
 	recovery  bool // a loss cut the window; no cut or growth until recoverTo is acknowledged
 	recoverTo roce.PSN
 }
 
 // initWindow sets the window of a new connection whose most is max.
-func (w *window) initWindow(max int) { w.n = min(max, startWindow) }
+func (w *window) initWindow(max int) { w.n, w.max = min(max, startWindow), max }
 
 // full reports whether out unacknowledged PSNs fill the window; it notes the stall.
 func (w *window) full(out uint32) bool {
@@ -45,14 +46,14 @@ func (w *window) full(out uint32) bool {
 
 // acked notes that an ACK or response acknowledged packets up to una (exclusive): the
 // end of a loss episode, or growth when the requester waited for it.
-func (w *window) acked(una roce.PSN, max int) {
+func (w *window) acked(una roce.PSN) {
 	if w.recovery {
 		if !w.recoverTo.LessEq(una) {
 			return
 		}
 		w.recovery = false
 	}
-	if w.stalled && w.n < max {
+	if w.stalled && w.n < w.max {
 		w.n++
 	}
 	w.stalled = false

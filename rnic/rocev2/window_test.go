@@ -18,14 +18,14 @@ func TestWindowRules(t *testing.T) {
 	if w.full(startWindow-1) || w.stalled {
 		t.Fatal("full below the window")
 	}
-	w.acked(10, 512)
+	w.acked(10)
 	if w.n != startWindow {
 		t.Fatalf("grew to %d with no stall", w.n)
 	}
 	if !w.full(startWindow) {
 		t.Fatal("not full at the window")
 	}
-	w.acked(20, 512)
+	w.acked(20)
 	if w.n != startWindow+1 || w.stalled {
 		t.Fatalf("after a stalled ACK: %d (stalled %v), want %d", w.n, w.stalled, startWindow+1)
 	}
@@ -37,30 +37,30 @@ func TestWindowRules(t *testing.T) {
 		t.Fatalf("a second loss of the episode cut it to %d", w.n)
 	}
 	w.full(1000)
-	w.acked(299, 512)
+	w.acked(299)
 	if w.n != (startWindow+1)/2 {
 		t.Fatalf("grew to %d within the episode", w.n)
 	}
 	w.full(1000)
-	w.acked(300, 512) // the episode's packets are acknowledged
+	w.acked(300) // the episode's packets are acknowledged
 	if w.n != (startWindow+1)/2+1 {
 		t.Fatalf("after the episode: %d, want %d", w.n, (startWindow+1)/2+1)
 	}
 	// The window wraps with the PSN space.
 	w.lost(roce.PSN(roce.PSNMask - 1))
 	w.full(1000)
-	w.acked(roce.PSN(roce.PSNMask-2), 512)
+	w.acked(roce.PSN(roce.PSNMask - 2))
 	if !w.recovery {
 		t.Fatal("episode ended early across the PSN wrap")
 	}
-	w.acked(3, 512)
+	w.acked(3)
 	if w.recovery {
 		t.Fatal("episode did not end across the PSN wrap")
 	}
 	// Floors and ceilings.
 	for range 20 {
 		w.lost(0)
-		w.acked(1, 512)
+		w.acked(1)
 	}
 	if w.n != minWindow {
 		t.Fatalf("cut to %d, floor %d", w.n, minWindow)
@@ -72,7 +72,7 @@ func TestWindowRules(t *testing.T) {
 	}
 	w.initWindow(startWindow)
 	w.full(startWindow)
-	w.acked(5, startWindow)
+	w.acked(5)
 	if w.n != startWindow {
 		t.Fatalf("grew to %d past Config.Window %d", w.n, startWindow)
 	}
