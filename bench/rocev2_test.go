@@ -209,6 +209,11 @@ func benchRoCEv2Write(b *testing.B, size int) {
 	frame := writeFrame(size)
 	roceWriteRun(b, cli.qp, cli.cq, &wr, size, func() float64 { return rawUDPGSO(b, 256<<20, nil) },
 		func() float64 { return rawUDPGSO(b, 256<<20, frame) })
+	// Losses over the whole run (warm-up included): the requester's retransmissions and
+	// its window's halvings (rocev2.Config.Window). Loopback loses only where a socket
+	// buffer overflows.
+	b.ReportMetric(float64(cli.qp.Counters().Retransmits.Load()), "retransmits")
+	b.ReportMetric(float64(cli.ep.WindowCuts.Load()), "window-cuts")
 }
 
 // roceWriteDepth is the RoCEv2 benchmarks' signaled WRITEs in flight.
