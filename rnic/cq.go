@@ -79,8 +79,19 @@ func (cq *CQ) Depth() int { return len(cq.ring) }
 // Poll moves up to len(wc) completions into wc and returns how many. It never allocates.
 // After an overflow it returns the held completions and ErrCQOverflow.
 func (cq *CQ) Poll(wc []Completion) (int, error) {
+	k, _, err := cq.poll(wc)
+	return k, err
+}
+
+// poll is Poll also reporting that completions remain (more).
+func (cq *CQ) poll(wc []Completion) (k int, more bool, err error) {
 	cq.mu.Lock()
-	k := 0
+	defer cq.mu.Unlock()
+	return cq.pollLocked(wc)
+}
+
+// pollLocked is Poll with cq.mu held; more reports that completions remain.
+func (cq *CQ) pollLocked(wc []Completion) (k int, more bool, err error) {
 	for k < len(wc) && cq.n > 0 {
 		wc[k] = cq.ring[cq.head]
 		cq.head++
@@ -90,12 +101,10 @@ func (cq *CQ) Poll(wc []Completion) (int, error) {
 		cq.n--
 		k++
 	}
-	var err error
 	if cq.overflow {
 		err = ErrCQOverflow
 	}
-	cq.mu.Unlock()
-	return k, err
+	return k, cq.n > 0, err
 }
 
 // Len returns the number of completions waiting.
@@ -149,9 +158,9 @@ func (cq *CQ) SetHandler(h func(*CQ)) {
 // itself where the transport can (ReceiveDriver): it reads the socket and returns once
 // what it read completed work, with no wake-up in between.
 func (cq *CQ) Wait(ctx context.Context, wc []Completion) (int, error) {
+	n, more, err := cq.poll(wc)
 	for {
-		n, err := cq.Poll(wc)
-		if n > 0 && cq.Len() > 0 {
+		if n > 0 && more {
 			cq.passOn()
 		}
 		if n > 0 || err != nil {
@@ -162,35 +171,40 @@ func (cq *CQ) Wait(ctx context.Context, wc []Completion) (int, error) {
 		}
 		if d, q := cq.takeDriver(ctx); d != nil {
 			ran := d.DriveReceive(cq.readyFn, (*cqWaker)(cq))
-			cq.dropDriver()
+			n, more, err = cq.dropDriver(wc)
 			if ran {
 				q.countDriven()
+			}
+			if ran || n > 0 || err != nil {
 				continue
 			}
 		}
 		pw, again := cq.takeWaker(ctx)
 		if again {
+			n, more, err = cq.poll(wc)
 			continue
 		}
 		if pw != nil {
-			err := pw.Wait(time.Time{})
+			werr := pw.Wait(time.Time{})
 			cq.mu.Lock()
 			cq.pwBusy = false
+			n, more, err = cq.pollLocked(wc)
 			cq.mu.Unlock()
-			if err != nil {
+			if werr != nil && n == 0 && err == nil {
 				return 0, ErrClosed
 			}
 			continue
 		}
 		cq.Arm(false)
-		if n, err = cq.Poll(wc); n > 0 || err != nil {
-			return n, err
+		if n, more, err = cq.poll(wc); n > 0 || err != nil {
+			continue
 		}
 		select {
 		case <-cq.ch:
 		case <-ctx.Done():
 			return 0, ctx.Err()
 		}
+		n, more, err = cq.poll(wc)
 	}
 }
 

@@ -102,11 +102,13 @@ func (cq *CQ) takeDriver(ctx context.Context) (ReceiveDriver, *QP) {
 	return t, q
 }
 
-// dropDriver ends what takeDriver began.
-func (cq *CQ) dropDriver() {
+// dropDriver ends what takeDriver began and polls into wc under the same lock (Wait's
+// next step).
+func (cq *CQ) dropDriver(wc []Completion) (int, bool, error) {
 	cq.mu.Lock()
+	defer cq.mu.Unlock()
 	cq.drv, cq.drvCtx = nil, nil
-	cq.mu.Unlock()
+	return cq.pollLocked(wc)
 }
 
 // drvReady is the ready function of a driving Wait: a completion, an error, or the end of
