@@ -152,3 +152,59 @@ func TestWindowAdapts(t *testing.T) {
 		t.Fatalf("window %d beyond Config.Window %d", w, cfg.Window)
 	}
 }
+
+// TestWindowSlowBelowLoss: after a cut the window regrows at one PSN per stalled ACK up
+// to the quarter below where the loss cut it, takes slowGrowth stalled ACKs per PSN
+// within that quarter, and grows at the usual pace again past the loss point.
+func TestWindowSlowBelowLoss(t *testing.T) {
+	var w window
+	w.initWindow(512)
+	w.n = 200
+	if !w.lost(1000) || w.n != 100 {
+		t.Fatalf("cut to %d, want 100", w.n)
+	}
+	una := roce.PSN(1000)
+	ack := func() {
+		w.full(uint32(w.n))
+		una = una.Add(1)
+		w.acked(una)
+	}
+	stalls := 0
+	for w.n < 150 {
+		ack()
+		stalls++
+	}
+	if stalls != 50 {
+		t.Fatalf("%d stalled ACKs from 100 to 150, want 50", stalls)
+	}
+	for range slowGrowth - 1 {
+		ack()
+	}
+	if w.n != 150 {
+		t.Fatalf("window %d after %d stalled ACKs at the band's floor, want 150", w.n, slowGrowth-1)
+	}
+	ack()
+	if w.n != 151 {
+		t.Fatalf("window %d after %d stalled ACKs in the band, want 151", w.n, slowGrowth)
+	}
+	stalls = 0
+	for w.n < 200 {
+		ack()
+		stalls++
+	}
+	if want := 49 * slowGrowth; stalls != want {
+		t.Fatalf("%d stalled ACKs from 151 to 200, want %d", stalls, want)
+	}
+	ack()
+	ack()
+	if w.n != 202 {
+		t.Fatalf("window %d two stalled ACKs past the loss point, want 202", w.n)
+	}
+	// A new connection forgets the loss point.
+	w.initWindow(512)
+	w.n = 150
+	ack()
+	if w.n != 151 {
+		t.Fatalf("a fresh window grew to %d, want 151", w.n)
+	}
+}
