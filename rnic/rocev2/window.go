@@ -10,10 +10,7 @@ package rocev2
 //
 //   - it starts at min(Config.Window, startWindow), rxe's RXE_MAX_UNACKED_PSNS;
 //   - each ACK that acknowledges new packets while the requester was stopped at the
-//     window grows it by one PSN, up to Config.Window; in the top quarter below the
-//     window the last loss cut (where the path lost packets), it takes slowGrowth such
-//     ACKs to grow one PSN, so the window dwells under that point instead of going past
-//     it again at once, and probes beyond it at the usual pace once through;
+//     window grows it by one PSN, up to Config.Window;
 //   - a loss halves it, not below minWindow: a PSN-sequence NAK, a missing READ response
 //     or a local ACK timeout. The packets outstanding at that moment form one episode: a
 //     further loss among them cuts nothing (Endpoint.WindowCuts counts the cuts), and the
@@ -24,9 +21,6 @@ import "github.com/softrnic/softrnic/roce"
 const (
 	startWindow = 128 // rxe's fixed RXE_MAX_UNACKED_PSNS
 	minWindow   = 16
-	// slowGrowth is how many stalled ACKs grow the window by one PSN in the quarter
-	// below the last loss point (bench/README measures what it changes).
-	slowGrowth = 32
 )
 
 // window is the requester's adaptive window (requester.win).
@@ -36,12 +30,10 @@ type window struct {
 	stalled   bool // fill stopped at the window since an ACK last acknowledged packets
 	recovery  bool // a loss cut the window; no cut or growth until recoverTo is acknowledged
 	recoverTo roce.PSN
-	lossAt    int // the window the last cut halved (0: none yet)
-	credit    int // stalled ACKs toward the next PSN of slow growth
 }
 
 // initWindow sets the window of a new connection whose most is max.
-func (w *window) initWindow(max int) { *w = window{n: min(max, startWindow), max: max} }
+func (w *window) initWindow(max int) { w.n, w.max = min(max, startWindow), max }
 
 // full reports whether out unacknowledged PSNs fill the window; it notes the stall.
 func (w *window) full(out uint32) bool {
@@ -62,21 +54,9 @@ func (w *window) acked(una roce.PSN) {
 		w.recovery = false
 	}
 	if w.stalled && w.n < w.max {
-		w.grow()
+		w.n++
 	}
 	w.stalled = false
-}
-
-// grow adds one PSN to the window, or a step toward one in the band below the last loss
-// point.
-func (w *window) grow() {
-	if w.n < w.lossAt && w.n >= w.lossAt-w.lossAt/4 {
-		if w.credit++; w.credit < slowGrowth {
-			return
-		}
-		w.credit = 0
-	}
-	w.n++
 }
 
 // lost halves the window after a loss among the packets before maxSent, once per
@@ -85,7 +65,6 @@ func (w *window) lost(maxSent roce.PSN) bool {
 	if w.recovery {
 		return false
 	}
-	w.lossAt, w.credit = w.n, 0
 	w.n = max(w.n/2, min(w.n, minWindow))
 	w.recovery, w.recoverTo, w.stalled = true, maxSent, false
 	return true
