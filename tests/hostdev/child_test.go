@@ -140,12 +140,14 @@ func (e *endpoint) sender(ctx context.Context, rb rnic.RemoteBuffer, seed, round
 			switch {
 			case err == nil:
 				acked = acked || c.Opcode == rnic.WCRecv
-			case r == rounds-1 && acked && c.Status == rnic.StatusWRFlushErr:
+			case r == rounds-1 && acked && (c.Status == rnic.StatusWRFlushErr || c.Status == rnic.StatusRetryExcErr):
 				// The last WRITE and SEND arrived (the peer acked the SEND, which it
 				// reads only after the WRITE), but the ACK covering them was lost and
 				// the peer, done, disconnected before the retransmission: the
-				// disconnect flushes them here, the unsignaled WRITE (WRID 1) first (RC
-				// cannot tell this from requests that never arrived; the ack can).
+				// disconnect flushes them here, the unsignaled WRITE (WRID 1) first, or,
+				// when the peer's DREQ comes after RetryCnt unanswered retransmissions,
+				// they end in retry exhaustion (RC cannot tell either from requests
+				// that never arrived; the ack can).
 			default:
 				return fmt.Errorf("round %d: %w", r, err)
 			}
