@@ -1,6 +1,7 @@
 // Package sockopt sets and gets socket options whose values are structures, which
 // golang.org/x/sys/unix has no general call for (its GetsockoptString stops at the first
-// zero byte): AF_XDP's UMEM registration, ring sizes, offsets and statistics, SO_MEMINFO.
+// zero byte): AF_XDP's UMEM registration, mmap offsets and statistics, SO_MEMINFO.
+// Integer options go through unix.SetsockoptInt and GetsockoptInt.
 package sockopt
 
 import (

@@ -89,9 +89,8 @@ func openXSK(ifindex, queue, half int, zc, sg, txMeta bool) (s *xsk, err error) 
 			return s, fmt.Errorf("XDP_UMEM_REG: %w", err)
 		}
 	}
-	n := int32(half)
 	for _, opt := range []int{unix.XDP_UMEM_FILL_RING, unix.XDP_UMEM_COMPLETION_RING, unix.XDP_RX_RING, unix.XDP_TX_RING} {
-		if err := sockopt.Set(fd, unix.SOL_XDP, opt, unsafe.Pointer(&n), 4); err != nil {
+		if err := unix.SetsockoptInt(fd, unix.SOL_XDP, opt, half); err != nil {
 			return s, fmt.Errorf("ring size option %d: %w", opt, err)
 		}
 	}

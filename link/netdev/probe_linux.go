@@ -72,9 +72,8 @@ func bindXSK(ifindex int, flags uint16) error {
 	if err := sockopt.Set(fd, unix.SOL_XDP, unix.XDP_UMEM_REG, unsafe.Pointer(&reg), unsafe.Sizeof(reg)); err != nil {
 		return err
 	}
-	n := int32(frames)
 	for _, opt := range []int{unix.XDP_UMEM_FILL_RING, unix.XDP_UMEM_COMPLETION_RING, unix.XDP_RX_RING} {
-		if err := sockopt.Set(fd, unix.SOL_XDP, opt, unsafe.Pointer(&n), 4); err != nil {
+		if err := unix.SetsockoptInt(fd, unix.SOL_XDP, opt, frames); err != nil {
 			return err
 		}
 	}
