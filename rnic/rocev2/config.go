@@ -31,11 +31,8 @@ type Config struct {
 	MaxRdAtomic int // outstanding Reads/atomics as requester (ORD; 0: 16)
 	MaxDestRd   int // inbound Reads/atomics as responder (IRD; 0: 16)
 	// Window is the most request packets (PSNs) an RC connection leaves unacknowledged
-	// (0: 512). The window adapts below it (window.go, Conn.Window): it starts at
-	// min(Window, 128), rxe's fixed RXE_MAX_UNACKED_PSNS, grows by one PSN for each ACK
-	// that finds the requester waiting for it, and halves after a loss (not below 16),
-	// since a window larger than the peer's receive path holds (its UDP socket buffer)
-	// loses packets and go-back-N resends the rest of the window after each loss.
+	// (0: 512). The connection's window adapts below it, starting at min(Window, 128)
+	// and halving after a loss (window.go has the rules; Conn.Window reports it).
 	Window   int
 	AckEvery int    // set AckReq at least every this many packets (0: 64)
 	PKey     uint16 // 0: 0xFFFF

@@ -69,9 +69,10 @@
 // window of unacked PSNs that adapts up to Config.Window (window.go: it grows
 // while the requester waits for ACKs and halves on a loss), at most MaxRdAtomic
 // outstanding READs/atomics, fences), READ response streaming and the timers; a
-// message of at most 1 KiB posted while the connection is idle and that goroutine parked is sent by the posting goroutine itself (Conn.SendQueued,
-// counted in Endpoint.InlineSends), which saves a goroutine wake-up on the way of each
-// message of a ping-pong. The endpoint's one receive goroutine reads its link for all
+// message of at most 1 KiB posted while the connection is idle and that goroutine
+// parked is sent by the posting goroutine itself (Conn.SendQueued, counted in
+// Endpoint.InlineSends), which saves a goroutine wake-up on the way of each message of
+// a ping-pong. The endpoint's one receive goroutine reads its link for all
 // its QPs; with rnic.Config.WaitDrivesReceive, while one RC connection is the only user
 // of an endpoint on a Linux [UDPLink], the goroutine blocked in rnic.CQ.Wait on that
 // QP's CQ (or in rnic.QP.DriveReceive) reads the socket itself, so the message that
