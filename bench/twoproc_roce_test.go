@@ -3,7 +3,9 @@ package bench
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
+	"net"
 	"net/netip"
 	"testing"
 	"time"
@@ -25,17 +27,18 @@ import (
 // each hand-off between the ends is a wake-up of another process's thread.
 
 // Server side: a RoCEv2 endpoint with a listener answering with a 1 MiB region open to
-// remote writes, and the raw UDP sink.
+// remote writes and reads, the raw UDP sink, and a UDP request/response server (the
+// baseline of BenchmarkRoCEv2ReadLatency2P).
 
-// serveRoCE starts the server process's RoCEv2 listener and raw UDP sink and returns
-// "roce=ADDR udp=ADDR".
+// serveRoCE starts the server process's RoCEv2 listener, raw UDP sink and UDP
+// request/response server and returns "roce=ADDR udp=ADDR udprpc=ADDR".
 func serveRoCE(dev *rnic.Device, pd *rnic.PD) (string, error) {
 	cq, err := dev.CreateCQ(4096)
 	if err != nil {
 		return "", err
 	}
 	region := make([]byte, 1<<20)
-	mr, err := pd.RegMR(region, rnic.AccessLocalWrite|rnic.AccessRemoteWrite)
+	mr, err := pd.RegMR(region, rnic.AccessLocalWrite|rnic.AccessRemoteWrite|rnic.AccessRemoteRead)
 	if err != nil {
 		return "", err
 	}
@@ -69,7 +72,31 @@ func serveRoCE(dev *rnic.Device, pd *rnic.PD) (string, error) {
 		return "", err
 	}
 	go udpSink(sink)
-	return fmt.Sprintf("roce=%s udp=%s", ln.Addr(), sink.LocalAddr()), nil
+	rpc, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		return "", err
+	}
+	go udpRPC(rpc)
+	return fmt.Sprintf("roce=%s udp=%s udprpc=%s", ln.Addr(), sink.LocalAddr(), rpc.LocalAddr()), nil
+}
+
+// udpRPC answers each datagram whose first 4 bytes are a big-endian size with a datagram
+// of that many bytes (at most 64 KiB - 1): TCP's request/response server of
+// BenchmarkReadLatency2P, over UDP.
+func udpRPC(c *net.UDPConn) {
+	req := make([]byte, 64)
+	resp := make([]byte, 65507)
+	for {
+		n, from, err := c.ReadFromUDPAddrPort(req)
+		if err != nil {
+			return
+		}
+		if n < 4 {
+			continue
+		}
+		k := min(int(binary.BigEndian.Uint32(req)), len(resp))
+		_, _ = c.WriteToUDPAddrPort(resp[:k], from)
+	}
 }
 
 // The raw sink's protocol: datagrams of rawPkt bytes are data; a datagram of
@@ -206,4 +233,89 @@ func benchRoCEv2Write2P(b *testing.B, size int) {
 	wr := rnic.SendWR{Opcode: rnic.OpWrite, Flags: rnic.Signaled, SGL: []rnic.SGE{smr.SGE(0, size)},
 		RemoteAddr: rb.Addr, RKey: rb.RKey}
 	roceWriteRun(b, qp, cq, &wr, size, func() float64 { return rawUDPGSO2P(b, sink, 256<<20) }, nil)
+}
+
+// BenchmarkRoCEv2ReadLatency2P is BenchmarkReadLatency2P over RoCEv2: one 4 KiB RDMA READ
+// at a time from a server in another process (its READ response is the only packet back:
+// it acknowledges the request, no separate ACK), beside a 4 KiB UDP request/response to the
+// same process. In "4KiB-drive" the client's Wait runs its endpoint's receive itself
+// (Config.WaitDrivesReceive).
+func BenchmarkRoCEv2ReadLatency2P(b *testing.B) {
+	const size = 4 << 10
+	b.Run(roceSizeName(size), func(b *testing.B) { benchRoCEv2ReadLatency2P(b, size, rnic.Config{}) })
+	b.Run(roceSizeName(size)+"-drive", func(b *testing.B) {
+		benchRoCEv2ReadLatency2P(b, size, rnic.Config{WaitDrivesReceive: driveHold})
+	})
+}
+
+func benchRoCEv2ReadLatency2P(b *testing.B, size int, dcfg rnic.Config) {
+	b.StopTimer()
+	addrs := serverProcess(b)
+	dev, _ := rnic.Open(dcfg)
+	b.Cleanup(func() { dev.Close() })
+	go func() {
+		for range dev.Events() {
+		}
+	}()
+	pd, _ := dev.AllocPD()
+	cq, _ := dev.CreateCQ(64)
+	qp, err := dev.CreateQP(pd, rnic.QPAttr{SendCQ: cq, RecvCQ: cq})
+	if err != nil {
+		b.Fatal(err)
+	}
+	link, err := rocev2.ListenUDP(netip.MustParseAddrPort("127.0.0.1:0"), &roceUDPOpts)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ep := rocev2.NewEndpoint(dev, link, roceConfig())
+	b.Cleanup(func() {
+		_ = qp.Destroy()
+		_ = ep.Close()
+	})
+	ctx := context.Background()
+	conn, err := rocev2.Dial(ctx, ep, qp, addrs["roce"], nil, rocev2.ConnParam{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	rb, err := rnic.ParseRemoteBuffer(conn.PrivateData())
+	if err != nil {
+		b.Fatal(err)
+	}
+	buf := make([]byte, size)
+	mr, _ := pd.RegMR(buf, rnic.AccessLocalWrite)
+	wr := &rnic.SendWR{Opcode: rnic.OpRead, Flags: rnic.Signaled, SGL: []rnic.SGE{mr.SGE(0, size)},
+		RemoteAddr: rb.Addr, RKey: rb.RKey}
+	uc, err := net.Dial("udp", addrs["udprpc"])
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer uc.Close()
+	var req [8]byte
+	binary.BigEndian.PutUint32(req[:], uint32(size))
+	resp := make([]byte, size+1)
+	var wc [1]rnic.Completion
+	read := func() error {
+		if err := qp.PostSend(wr); err != nil {
+			return err
+		}
+		if _, err := cq.Wait(ctx, wc[:]); err != nil {
+			return err
+		}
+		if wc[0].Status != rnic.StatusSuccess {
+			return errors.New("READ: " + wc[0].Status.String())
+		}
+		return nil
+	}
+	rpc := func() error {
+		if _, err := uc.Write(req[:]); err != nil {
+			return err
+		}
+		n, err := uc.Read(resp)
+		if err == nil && n != size {
+			err = fmt.Errorf("UDP response of %d bytes, want %d", n, size)
+		}
+		return err
+	}
+	b.SetBytes(int64(size))
+	alternate(b, "udp", rpc, read)
 }

@@ -229,46 +229,53 @@ func benchReadLatency2P(b *testing.B, size int, dcfg rnic.Config) {
 		_, err := io.ReadFull(tc, resp)
 		return err
 	}
+	b.SetBytes(int64(size))
+	alternate(b, "tcp", rpc, read)
+}
+
+// alternate times b.N pairs of operations, one base (the socket baseline, named by
+// baseName in the metrics) and then one op, after 200 pairs of warm-up, and reports the
+// median (p50) and 99th percentile (p99) of each and the ratios op ÷ base.
+func alternate(b *testing.B, baseName string, base, op func() error) {
 	for range 200 { // warm up both paths
-		if err := read(); err != nil {
+		if err := op(); err != nil {
 			b.Fatal(err)
 		}
-		if err := rpc(); err != nil {
+		if err := base(); err != nil {
 			b.Fatal(err)
 		}
 	}
 	lat := make([]time.Duration, 0, b.N)
-	tcpLat := make([]time.Duration, 0, b.N)
-	b.SetBytes(int64(size))
+	baseLat := make([]time.Duration, 0, b.N)
 	b.ReportAllocs()
-	// One TCP request/response, then one READ, and so on. This VM's cross-process latencies
-	// switch between regimes (a run's p50 ~20–25 µs, or about three times that, for TCP and
-	// softrnic alike); with rounds of each, the two medians could come from different
-	// regimes (p50 ratio ranges of 0.36–2.10, 1.22–2.79 and 0.75–2.33 over five runs in
-	// bench/RESULTS.md's history). Adjacent samples share the machine's state.
-	// The timer runs across both (ns/op is one of each; the rows are the percentiles):
-	// starting and stopping it per operation would stop the world each time
+	// One baseline request/response, then one operation, and so on. This VM's
+	// cross-process latencies switch between regimes (a run's p50 ~20–25 µs, or about three
+	// times that, for TCP and softrnic alike); with rounds of each, the two medians could
+	// come from different regimes (p50 ratio ranges of 0.36–2.10, 1.22–2.79 and 0.75–2.33
+	// over five runs in bench/RESULTS.md's history). Adjacent samples share the machine's
+	// state. The timer runs across both (ns/op is one of each; the rows are the
+	// percentiles): starting and stopping it per operation would stop the world each time
 	// (runtime.ReadMemStats) between the samples.
 	b.StartTimer()
 	for range b.N {
 		t0 := time.Now()
-		if err := rpc(); err != nil {
+		if err := base(); err != nil {
 			b.Fatal(err)
 		}
-		tcpLat = append(tcpLat, time.Since(t0))
+		baseLat = append(baseLat, time.Since(t0))
 		t0 = time.Now()
-		if err := read(); err != nil {
+		if err := op(); err != nil {
 			b.Fatal(err)
 		}
 		lat = append(lat, time.Since(t0))
 	}
 	b.StopTimer()
 	p50, p99 := percentile(lat, 50), percentile(lat, 99)
-	t50, t99 := percentile(tcpLat, 50), percentile(tcpLat, 99)
+	t50, t99 := percentile(baseLat, 50), percentile(baseLat, 99)
 	b.ReportMetric(p50, "p50-us")
 	b.ReportMetric(p99, "p99-us")
-	b.ReportMetric(t50, "tcp-p50-us")
-	b.ReportMetric(t99, "tcp-p99-us")
+	b.ReportMetric(t50, baseName+"-p50-us")
+	b.ReportMetric(t99, baseName+"-p99-us")
 	b.ReportMetric(p50/t50, "p50-ratio")
 	b.ReportMetric(p99/t99, "p99-ratio")
 }
