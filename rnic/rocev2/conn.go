@@ -107,6 +107,7 @@ type Conn struct {
 	flushResp bool // send the queued responses before stopping (responder NAK)
 	dead      bool
 	inBatch   bool
+	rdSend    bool         // the responder queued packets (rdq) in this receive batch: endBatch sends them
 	held      atomic.Int32 // receive completions held in the receive goroutine's batch (rxCtx.recvs)
 	fatal     bool
 	err       error     // why the connection ended
@@ -329,19 +330,69 @@ func (c *Conn) sendInline() bool {
 		return false
 	}
 	c.mu.Lock()
-	ok := c.parked.Load() && c.cwDone && !c.dead && !c.fatal && !c.rnrPending && c.disc.Load() == 0 &&
-		c.sqHead == c.sqTail && c.unaPSN == c.maxSent
+	ok := c.parked.Load() && c.plainLocked() && c.sqHead == c.sqTail && c.unaPSN == c.maxSent
 	if ok {
 		// Nothing taken, or a message too large for this path (it waits in the ring): the
 		// goroutine sends it.
 		taken, _ := c.take()
-		ok = taken && c.ent(c.sqTail-1).w.Len <= inlineMax
+		ok = taken && wireLen(c.ent(c.sqTail-1).w) <= inlineMax
 	}
 	if !ok {
 		c.mu.Unlock()
 		c.txMu.Unlock()
 		return false
 	}
+	if c.sendHere() > 0 {
+		c.e.InlineSends.Add(1)
+	}
+	return true
+}
+
+// wireLen is the payload a send WQE's request carries: none for an RDMA READ or atomic
+// (its data comes back in the response), the message otherwise.
+func wireLen(w *rnic.SendWQE) uint64 {
+	if isRdAtomic(w.Opcode) {
+		return 0
+	}
+	return w.Len
+}
+
+// sendResponses sends the packets the responder queued during a receive batch (READ
+// responses, and the ACKs queued behind them) on the receive goroutine, at the end of the
+// batch, when the connection's goroutine is parked and the connection in its plain
+// running state: a READ then costs its responder no goroutine wake-up, as a SEND costs
+// its requester none (sendInline). One batch of packets leaves here; the connection's
+// goroutine is woken for the rest, as sendInline wakes it. false: nothing was sent, and
+// the caller wakes the goroutine.
+func (c *Conn) sendResponses() bool {
+	if !c.parked.Load() || !c.txMu.TryLock() {
+		return false
+	}
+	c.mu.Lock()
+	if !c.parked.Load() || !c.plainLocked() || c.rdLen == 0 {
+		c.mu.Unlock()
+		c.txMu.Unlock()
+		return false
+	}
+	if c.sendHere() > 0 {
+		c.e.InlineResponses.Add(1)
+	}
+	return true
+}
+
+// plainLocked reports whether the connection is in its plain running state, where a
+// goroutine other than the connection's may send for it (sendInline, sendResponses):
+// established, not ending, not failed, not waiting out an RNR NAK. The caller holds c.mu.
+func (c *Conn) plainLocked() bool {
+	return c.cwDone && !c.dead && !c.fatal && !c.rnrPending && c.disc.Load() == 0
+}
+
+// sendHere builds one batch of the connection's packets (fill) and sends it on the calling
+// goroutine, which holds c.txMu and c.mu and found the connection's goroutine parked; it
+// unlocks both, and wakes that goroutine when work remains after the batch, or when fill
+// armed an ACK deadline (IBTA §9.7.6.1.3) earlier than the one the goroutine parked
+// with. It returns the packets sent.
+func (c *Conn) sendHere() int {
 	c.batch()
 	n := c.fill()
 	wake := n == len(c.txb.b) ||
@@ -349,14 +400,13 @@ func (c *Conn) sendInline() bool {
 	c.mu.Unlock()
 	if n > 0 {
 		c.e.sendTx(c.txb, n, c.remote)
-		c.e.InlineSends.Add(1)
 	}
 	c.release()
 	c.txMu.Unlock()
 	if wake {
 		c.wake()
 	}
-	return true
+	return n
 }
 
 // CanDriveReceive implements rnic.ReceiveDriver: the device enables

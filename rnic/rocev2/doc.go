@@ -69,10 +69,13 @@
 // window of unacked PSNs that adapts up to Config.Window (window.go: it grows
 // while the requester waits for ACKs and halves on a loss), at most MaxRdAtomic
 // outstanding READs/atomics, fences), READ response streaming and the timers; a
-// message of at most 1 KiB posted while the connection is idle and that goroutine
-// parked is sent by the posting goroutine itself (Conn.SendQueued, counted in
-// Endpoint.InlineSends), which saves a goroutine wake-up on the way of each message of
-// a ping-pong. The endpoint's one receive goroutine reads its link for all
+// message of at most 1 KiB (a READ's or atomic's request carries none) posted while the
+// connection is idle and that goroutine parked is sent by the posting goroutine itself
+// (Conn.SendQueued, counted in Endpoint.InlineSends), which saves a goroutine wake-up
+// on the way of each message of a ping-pong; likewise the READ responses a receive batch
+// queued while that goroutine is parked leave from the receive goroutine at the end of
+// the batch, one batch of packets, the goroutine streaming the rest (counted in
+// Endpoint.InlineResponses). The endpoint's one receive goroutine reads its link for all
 // its QPs; with rnic.Config.WaitDrivesReceive, while one RC connection is the only user
 // of an endpoint on a Linux [UDPLink], the goroutine blocked in rnic.CQ.Wait on that
 // QP's CQ (or in rnic.QP.DriveReceive) reads the socket itself, so the message that
@@ -198,9 +201,10 @@
 //
 // Counters (Endpoint fields, atomic): RxDropped, ICRCErrors, ICRCIDSolved,
 // RxWrongSource, RecvErrors, SendErrors, CMDropped, CMRejectedLimit, CMStale,
-// AcceptTimeouts, FirstMessageTimeouts, DupReadsDropped, WakeFallbacks, InlineSends; per QP and
-// device the rnic counters (retransmits, NAKs, bytes, packets; a connection adds its
-// bytes and packets once per send batch and once per receive batch).
+// AcceptTimeouts, FirstMessageTimeouts, DupReadsDropped, WakeFallbacks, InlineSends,
+// InlineResponses; per QP and device the rnic counters (retransmits, NAKs, bytes,
+// packets; a connection adds its bytes and packets once per send batch and once per
+// receive batch).
 //
 
 package rocev2

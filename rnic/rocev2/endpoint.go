@@ -92,6 +92,10 @@ type Endpoint struct {
 	// InlineSends counts batches of packets a posting goroutine sent itself while the
 	// connection's goroutine was parked (SendQueued), instead of waking it.
 	InlineSends atomic.Uint64
+	// InlineResponses counts batches of READ responses (and the ACKs queued behind them)
+	// the receive goroutine sent itself at the end of a receive batch while the
+	// connection's goroutine was parked (Conn.sendResponses), instead of waking it.
+	InlineResponses atomic.Uint64
 	// WindowCuts counts the halvings of RC connections' windows after a loss (window.go).
 	WindowCuts atomic.Uint64
 
@@ -255,6 +259,7 @@ type rxCtx struct {
 	ctl     []ctlPkt
 	nctl    int
 	touched []*Conn
+	sends   []*Conn // touched connections whose queued responses endBatch sends (Conn.rdSend)
 	bufs    [][]byte
 	recvs   []doneRecv // receive completions held until the batch's ACKs are sent
 	// icrcStart's state for the last packet parse checked: its source and length (the

@@ -57,20 +57,31 @@ func FuzzInput(f *testing.F) {
 		crc := roce.ICRCAddTransport(icrcStart(cliAddr, srvAddr, n), b[:n])
 		b = roce.AppendICRC(b[:n], crc)
 		srv.ep.input(r, b, cliAddr, srvAddr)
-		for _, c := range r.touched {
-			c.mu.Lock()
-			c.flushAck(r)
-			c.inBatch = false
-			c.mu.Unlock()
-		}
-		r.touched = r.touched[:0]
-		r.nctl = 0
+		endFuzzBatch(r)
 		// the same packet as a response to the client
 		bth.SetDestQP(cli.qp.Num())
 		crc = roce.ICRCAddTransport(icrcStart(srvAddr, cliAddr, n), b[:n])
 		b = roce.AppendICRC(b[:n], crc)
 		cli.ep.input(r, b, netip.AddrPort(srvAddr), cliAddr)
-		r.touched = r.touched[:0]
-		r.nctl = 0
+		endFuzzBatch(r)
 	})
+}
+
+// endFuzzBatch ends a receive batch as Endpoint.endBatch does, except that the batch's
+// control packets are dropped rather than sent: each touched connection's ACK is
+// queued, and the goroutine of one with queued responses woken.
+func endFuzzBatch(r *rxCtx) {
+	for _, c := range r.touched {
+		c.mu.Lock()
+		c.flushAck(r)
+		c.inBatch = false
+		send := c.rdSend
+		c.rdSend = false
+		c.mu.Unlock()
+		if send {
+			c.wake()
+		}
+	}
+	r.touched = r.touched[:0]
+	r.nctl = 0
 }

@@ -388,6 +388,7 @@ func TestDuplicateReadMustMatch(t *testing.T) {
 		b := finish(h.Append(nil, 0), 0, cliAddr, srvAddr)
 		r := &rxCtx{ctl: make([]ctlPkt, 4), bufs: make([][]byte, 0, 4)}
 		srv.ep.input(r, b, cliAddr, srvAddr)
+		srv.ep.endBatch(r)
 	}
 	settle := func() { // the server's goroutine streams what was queued
 		deadline := time.Now().Add(2 * time.Second)

@@ -30,7 +30,7 @@ func (e *Endpoint) recvLoop(link Link, input func(r *rxCtx, b []byte, from, loca
 	sizes := make([]int, bs)
 	from := make([]netip.AddrPort, bs)
 	r := &rxCtx{ctl: make([]ctlPkt, 2*bs+8), bufs: make([][]byte, 0, 2*bs+8), touched: make([]*Conn, 0, bs),
-		recvs: make([]doneRecv, 0, 2*bs+8)}
+		sends: make([]*Conn, 0, bs), recvs: make([]doneRecv, 0, 2*bs+8)}
 	local := link.LocalAddr()
 	if ra, ok := link.(RecvAddrLink); ok {
 		local = ra.RecvAddr()
@@ -117,10 +117,12 @@ func (e *Endpoint) recvLoop(link Link, input func(r *rxCtx, b []byte, from, loca
 }
 
 // endBatch ends a receive batch: each connection's coalesced ACK is queued and the
-// batch's control packets are sent, and only then are the receive completions held
-// during the batch delivered: a consumer that sees its message and exits must not
-// leave the sender without the ACK (IBTA §9.7.5.1.6: the responder acknowledges what
-// it has executed; rxe sends the ACK before it completes the receive).
+// batch's control packets are sent, then the READ responses the batch queued (a
+// connection's whose goroutine is parked: sendResponses; else that goroutine is woken),
+// and only then are the receive completions held during the batch delivered: a consumer
+// that sees its message and exits must not leave the sender without the ACK (IBTA
+// §9.7.5.1.6: the responder acknowledges what it has executed; rxe sends the ACK before
+// it completes the receive).
 func (e *Endpoint) endBatch(r *rxCtx) {
 	for _, c := range r.touched {
 		c.mu.Lock()
@@ -128,10 +130,21 @@ func (e *Endpoint) endBatch(r *rxCtx) {
 		c.rxBytes, c.rxSegs = 0, 0
 		c.flushAck(r)
 		c.inBatch = false
+		if c.rdSend {
+			c.rdSend = false
+			r.sends = append(r.sends, c)
+		}
 		c.mu.Unlock()
 	}
 	r.touched = r.touched[:0]
 	e.flushCtl(r)
+	for i, c := range r.sends {
+		if !c.sendResponses() {
+			c.wake()
+		}
+		r.sends[i] = nil
+	}
+	r.sends = r.sends[:0]
 	r.deliver()
 }
 

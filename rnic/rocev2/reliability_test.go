@@ -481,3 +481,43 @@ func TestInlineSendRetransmit(t *testing.T) {
 	}
 	t.Logf("inline sends: %d of 8", cli.ep.InlineSends.Load())
 }
+
+// TestInlineReadResponses: a READ posted while the connection's goroutine is parked goes
+// out from the posting goroutine (its request carries no payload, whatever the READ's
+// length), and the responder's receive goroutine sends the responses itself at the end of
+// its batch (Endpoint.InlineResponses) while the responder's connection goroutine is
+// parked; the rest of a READ longer than one batch is streamed by that goroutine, and a
+// lost response is still asked again at the requester's ACK timeout.
+func TestInlineReadResponses(t *testing.T) {
+	cfg := testConfig()
+	cfg.Timeout = 8 // 1 ms
+	cfg.KeepAlive = NoTimeout
+	cli, srv := newPair(t, &pairOpts{cfg: cfg, srvF: Faults{Filter: dropNth(roce.RCReadResponseLast, 3)}})
+	const big = 1 << 20
+	rmr, rbuf := srv.reg(t, big+64, allAccess)
+	fill(rbuf, 3)
+	lmr, lbuf := cli.reg(t, big, allAccess)
+	for i, n := range []int{4096, 4096, 8192, 4096, 4096, 2048, big, 4096} { // each > inlineMax
+
+		clear(lbuf)
+		post(t, cli.qp, &rnic.SendWR{WRID: uint64(i), Opcode: rnic.OpRead, Flags: rnic.Signaled,
+			SGL: []rnic.SGE{lmr.SGE(0, n)}, RemoteAddr: rmr.Addr() + uint64(i), RKey: rmr.RKey()})
+		if c := wait(t, cli.scq, 1)[0]; c.Status != 0 || c.WRID != uint64(i) || int(c.ByteLen) != n {
+			t.Fatalf("READ %d: %+v", i, c)
+		}
+		if !bytes.Equal(lbuf[:n], rbuf[i:i+n]) {
+			t.Fatalf("READ %d of %d bytes: wrong data", i, n)
+		}
+	}
+	if n := cli.qp.Counters().Retransmits.Load(); n == 0 {
+		t.Fatal("the lost READ response was not asked again")
+	}
+	if n := cli.ep.InlineSends.Load(); n == 0 {
+		t.Fatal("no READ request went out from the posting goroutine")
+	}
+	if n := srv.ep.InlineResponses.Load(); n == 0 {
+		t.Fatal("no READ response went out from the receive goroutine")
+	}
+	t.Logf("inline READ requests: %d, inline response batches: %d (8 READs, one response lost and asked again)",
+		cli.ep.InlineSends.Load(), srv.ep.InlineResponses.Load())
+}

@@ -145,7 +145,7 @@ func (c *Conn) sendAck(r *rxCtx, syn roce.Syndrome, psn roce.PSN, orig uint64, a
 		*j = rdJob{ctl: true}
 		c.rdLen++
 		buf = j.cbuf[:0]
-		c.wake()
+		c.sendQueuedResponses()
 	} else {
 		if k = r.alloc(c.remote); k == nil {
 			return
@@ -266,6 +266,17 @@ func (c *Conn) pushRead(psn roce.PSN, buf []byte, dup *rdRes) {
 		c.rdReads++
 	}
 	c.rdLen++
+	c.sendQueuedResponses()
+}
+
+// sendQueuedResponses has the packets queued in rdq sent: by the receive goroutine at the
+// end of its batch when the packets were queued during one (endBatch, sendResponses),
+// else by the connection's goroutine. The caller holds c.mu.
+func (c *Conn) sendQueuedResponses() {
+	if c.inBatch {
+		c.rdSend = true
+		return
+	}
 	c.wake()
 }
 
