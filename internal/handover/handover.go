@@ -50,6 +50,7 @@ type Holder struct {
 
 	mu      sync.Mutex
 	owner   int
+	deaf    bool        // the owner sleeps in Await deaf to quit (a Wait runs the receive)
 	want    atomic.Bool // a Wait asked for the receive
 	wakes   list        // the callers waiting for the receive
 	rch     chan struct{}
@@ -83,6 +84,7 @@ func New(hold time.Duration, kick func(), quitting func() bool, quit <-chan stru
 func (h *Holder) Await() bool {
 	for {
 		h.mu.Lock()
+		h.deaf = false
 		switch h.owner {
 		case own:
 			h.mu.Unlock()
@@ -100,6 +102,7 @@ func (h *Holder) Await() bool {
 		quit := h.quit
 		if h.owner == wait {
 			quit = nil // the Wait returns it
+			h.deaf = true
 		}
 		h.mu.Unlock()
 		select {
@@ -257,6 +260,12 @@ func (h *Holder) Drive(ready func() bool, w rnic.Waker, run func(ready, stop fun
 		h.signal()
 	default:
 		h.owner = lent
+		if h.deaf {
+			// The owner went to sleep while this Wait ran the receive, deaf to quit: it
+			// looks again, so that the end of the receive (quit) takes the receive back
+			// now rather than at the reclaim timer, one to two hold durations later.
+			h.signal()
+		}
 	}
 	wl := h.wakes.take() // callers that found it run by this Wait
 	h.mu.Unlock()
