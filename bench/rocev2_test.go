@@ -216,11 +216,31 @@ func benchRoCEv2Write(b *testing.B, size int) {
 	b.ReportMetric(float64(cli.ep.WindowCuts.Load()), "window-cuts")
 }
 
-// roceWriteDepth is the RoCEv2 benchmarks' signaled WRITEs in flight.
+// BenchmarkRoCEv2Read is BenchmarkRoCEv2Write with RC RDMA READs of the server's region
+// (64 posted, at most MaxRdAtomic of them outstanding on the wire), beside the same raw
+// UDP GSO baseline: the same bytes cross loopback, the other way.
+func BenchmarkRoCEv2Read(b *testing.B) {
+	for _, size := range []int{4 << 10, 64 << 10, 1 << 20} {
+		b.Run(roceSizeName(size), func(b *testing.B) {
+			cli, srv := roceConnect(b, rnic.Config{})
+			defer cli.close()
+			defer srv.close()
+			sink := make([]byte, size)
+			src := make([]byte, size)
+			smr, _ := cli.pd.RegMR(sink, rnic.AccessLocalWrite)
+			rmr, _ := srv.pd.RegMR(src, rnic.AccessLocalWrite|rnic.AccessRemoteRead)
+			wr := rnic.SendWR{Opcode: rnic.OpRead, Flags: rnic.Signaled, SGL: []rnic.SGE{smr.SGE(0, size)},
+				RemoteAddr: rmr.Addr(), RKey: rmr.RKey()}
+			roceWriteRun(b, cli.qp, cli.cq, &wr, size, func() float64 { return rawUDPGSO(b, 256<<20, nil) }, nil)
+		})
+	}
+}
+
+// roceWriteDepth is the RoCEv2 benchmarks' signaled WRITEs (or READs) in flight.
 const roceWriteDepth = 64
 
-// roceWriteRun is the body of the RoCEv2 WRITE benchmarks: a warm-up, the raw baseline,
-// b.N WRITEs of wr timed, the baseline again; it reports MB/s, the baselines' mean
+// roceWriteRun is the body of the RoCEv2 WRITE (and READ) benchmarks: a warm-up, the raw
+// baseline, b.N WRITEs of wr timed, the baseline again; it reports MB/s, the baselines' mean
 // (raw-MB/s) and their ratio. framed, when not nil, is a second baseline measured
 // beside raw (framed-MB/s, framed-ratio).
 func roceWriteRun(b *testing.B, qp *rnic.QP, cq *rnic.CQ, wr *rnic.SendWR, size int, raw, framed func() float64) {
@@ -278,7 +298,7 @@ func writeStream(ctx context.Context, qp *rnic.QP, cq *rnic.CQ, wr *rnic.SendWR,
 		}
 		for _, c := range wc[:k] {
 			if c.Status != rnic.StatusSuccess {
-				return fmt.Errorf("WRITE completion %+v", c)
+				return fmt.Errorf("completion %+v", c)
 			}
 		}
 		done += k

@@ -154,7 +154,7 @@ var pages = []page{
 		intro: "RDMA WRITE, READ and SEND over one iWARP connection on loopback (MPA rev 2, CRC off and on, 256 in\n" +
 			"flight, every 32nd signaled) beside `Write`s of the same size on a loopback TCP connection in the\n" +
 			"same run; the 64 B SEND ping-pong beside a TCP ping-pong, over RoCEv2 beside a UDP ping-pong; RoCEv2\n" +
-			"RC WRITE beside raw UDP GSO/GRO datagrams of the same socket code; a 4 KiB RoCEv2 READ from another\n" +
+			"RC WRITE and READ beside raw UDP GSO/GRO datagrams of the same socket code; a 4 KiB RoCEv2 READ from another\n" +
 			"process beside a 4 KiB UDP request/response to it. See README.md for what each benchmark does.\n" +
 			"Medians over the runs, with ranges; B/op and allocs/op are the highest run's.",
 		runs: []run{
@@ -165,6 +165,8 @@ var pages = []page{
 			{regexp: `^BenchmarkRoCEv2Write$`, benchtime: "1s", title: "RoCEv2 RC WRITE ÷ raw UDP GSO",
 				cols: []col{{"MB/s", "RoCEv2 MB/s"}, {"raw-MB/s", "raw UDP MB/s"}, {"ratio", "÷ raw UDP"},
 					{"framed-MB/s", "raw UDP, the WRITE's datagram sizes, MB/s"}, {"framed-ratio", "÷ that"}, {"allocs/op", "allocs/op"}}},
+			{regexp: `^BenchmarkRoCEv2Read$`, benchtime: "1s", title: "RoCEv2 RC READ ÷ raw UDP GSO",
+				cols: []col{{"MB/s", "RoCEv2 MB/s"}, {"raw-MB/s", "raw UDP MB/s"}, {"ratio", "÷ raw UDP"}, {"allocs/op", "allocs/op"}}},
 			{regexp: `^BenchmarkRoCEv2ReadLatency2P$`, benchtime: "3000x", title: "RoCEv2 4 KiB READ from another process ÷ UDP request/response",
 				cols: []col{{"p50-us", "RoCEv2 p50 µs"}, {"udp-p50-us", "UDP p50 µs"}, {"p50-ratio", "p50 ÷ UDP"},
 					{"p99-us", "RoCEv2 p99 µs"}, {"udp-p99-us", "UDP p99 µs"}, {"p99-ratio", "p99 ÷ UDP"}, {"allocs/op", "allocs/op"}}},

@@ -107,7 +107,7 @@ type Conn struct {
 	flushResp bool // send the queued responses before stopping (responder NAK)
 	dead      bool
 	inBatch   bool
-	rdSend    bool         // the responder queued packets (rdq) in this receive batch: endBatch sends them
+	rdSend    bool         // a lone READ response was queued in this receive batch: endBatch sends it (readQueued)
 	held      atomic.Int32 // receive completions held in the receive goroutine's batch (rxCtx.recvs)
 	fatal     bool
 	err       error     // why the connection ended

@@ -145,7 +145,9 @@ func (c *Conn) sendAck(r *rxCtx, syn roce.Syndrome, psn roce.PSN, orig uint64, a
 		*j = rdJob{ctl: true}
 		c.rdLen++
 		buf = j.cbuf[:0]
-		c.sendQueuedResponses()
+		if !c.rdSend { // else it leaves behind the response ahead of it (endBatch)
+			c.wake()
+		}
 	} else {
 		if k = r.alloc(c.remote); k == nil {
 			return
@@ -266,17 +268,21 @@ func (c *Conn) pushRead(psn roce.PSN, buf []byte, dup *rdRes) {
 		c.rdReads++
 	}
 	c.rdLen++
-	c.sendQueuedResponses()
+	c.readQueued()
 }
 
-// sendQueuedResponses has the packets queued in rdq sent: by the receive goroutine at the
-// end of its batch when the packets were queued during one (endBatch, sendResponses),
-// else by the connection's goroutine. The caller holds c.mu.
-func (c *Conn) sendQueuedResponses() {
-	if c.inBatch {
+// readQueued has the READ response just queued sent: by the receive goroutine at the end
+// of its batch when it is the only packet job queued (a lone READ, as in a
+// request/response exchange: endBatch, sendResponses), else by the connection's
+// goroutine, which streams a queue of responses while the receive goroutine goes on
+// receiving (4 KiB READs 64 in flight went 11 % slower with each batch's responses sent
+// by the receive goroutine). The caller holds c.mu.
+func (c *Conn) readQueued() {
+	if c.inBatch && c.rdLen == 1 {
 		c.rdSend = true
 		return
 	}
+	c.rdSend = false
 	c.wake()
 }
 
