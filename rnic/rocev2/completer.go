@@ -25,6 +25,10 @@ func (c *Conn) completer(p *roce.Packet) {
 	}
 	now := time.Now()
 	cursor := [3]uint64{uint64(c.sendPSN), c.sqSend, c.sendOff}
+	var blocked blockState
+	if c.txBlocked {
+		blocked = c.blockState()
+	}
 	switch op {
 	case roce.RCAck:
 		switch {
@@ -146,9 +150,23 @@ func (c *Conn) completer(p *roce.Packet) {
 	// The goroutine needs this packet only when it unblocks sending or moved the
 	// send cursor (a retransmission); a graceful disconnect waits for idle. Its timer
 	// may fire early for the old ACK deadline, which is harmless.
-	if c.txBlocked || cursor != [3]uint64{uint64(c.sendPSN), c.sqSend, c.sendOff} || c.disc.Load() != 0 {
+	if c.txBlocked && c.blockState() != blocked || cursor != [3]uint64{uint64(c.sendPSN), c.sqSend, c.sendOff} ||
+		c.disc.Load() != 0 {
 		c.wake()
 	}
+}
+
+// blockState is what can let a blocked fill go on (requester.txBlocked): a completion
+// (a local fence's older WQEs, a fence's READs, the READ/atomic depth) and the window.
+// While it stays the same, the packets of a stream of READ responses wake nobody: only
+// the one that completes a READ does.
+type blockState struct {
+	completed uint64
+	open      bool
+}
+
+func (c *Conn) blockState() blockState {
+	return blockState{completed: c.completed, open: c.typ != RC || c.sendPSN.Sub(c.unaPSN) < uint32(c.win.n)}
 }
 
 // lost answers a lost request or response: the window halves (window.go).
@@ -232,6 +250,7 @@ func (c *Conn) complete(e *sqe, st rnic.Status) {
 		return
 	}
 	e.done = true
+	c.completed++
 	if e.counted {
 		c.rdOut--
 	}

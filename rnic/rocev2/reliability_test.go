@@ -521,3 +521,38 @@ func TestInlineReadResponses(t *testing.T) {
 	t.Logf("inline READ requests: %d, inline response batches: %d (8 READs, one response lost and asked again)",
 		cli.ep.InlineSends.Load(), srv.ep.InlineResponses.Load())
 }
+
+// TestReadDepthUnblocks: with MaxRdAtomic 2, forty multi-packet READs posted at once, then
+// a fenced WRITE: the requester's fill stops at the depth and at the fence, and goes on
+// when a READ completes (the packets of a READ response before its last unblock nothing
+// and wake nobody: completer's blockState); every READ completes in order with its data,
+// and the WRITE after the last READ.
+func TestReadDepthUnblocks(t *testing.T) {
+	cfg := testConfig()
+	cfg.MaxRdAtomic = 2
+	cfg.Timeout = 20 // ~4.3 s: a fill left blocked would wait that long for its ACK timer, 20 times
+	cli, srv := newPair(t, &pairOpts{cfg: cfg})
+	const n, size = 40, 3000 // three packets at MTU 1024
+	rmr, rbuf := srv.reg(t, n*size, allAccess)
+	fill(rbuf, 9)
+	lmr, lbuf := cli.reg(t, n*size, allAccess)
+	for i := range n {
+		post(t, cli.qp, &rnic.SendWR{WRID: uint64(i), Opcode: rnic.OpRead, Flags: rnic.Signaled,
+			SGL: []rnic.SGE{lmr.SGE(i*size, size)}, RemoteAddr: rmr.Addr() + uint64(i*size), RKey: rmr.RKey()})
+	}
+	post(t, cli.qp, &rnic.SendWR{WRID: n, Opcode: rnic.OpWrite, Flags: rnic.Signaled | rnic.Fence,
+		SGL: []rnic.SGE{lmr.SGE(0, 8)}, RemoteAddr: rmr.Addr(), RKey: rmr.RKey()})
+	for i, c := range wait(t, cli.scq, n+1) {
+		if c.Status != 0 || c.WRID != uint64(i) {
+			t.Fatalf("completion %d: %+v", i, c)
+		}
+	}
+	if !bytes.Equal(lbuf[8:], rbuf[8:]) || !bytes.Equal(rbuf[:8], lbuf[:8]) {
+		t.Fatal("READ data differs from the responder's region")
+	}
+	// Nothing is lost on this link: a retransmission is a fill that stayed blocked until
+	// its ACK timeout.
+	if r := cli.qp.Counters().Retransmits.Load(); r != 0 {
+		t.Fatalf("%d retransmissions on a lossless link", r)
+	}
+}

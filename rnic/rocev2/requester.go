@@ -26,6 +26,7 @@ type requester struct {
 	unaPSN         roce.PSN // oldest unacknowledged PSN
 	noack          int
 	rdOut          int
+	completed      uint64 // send WQEs completed (complete), which may unblock a fence
 	retryLeft      uint8
 	rnrLeft        uint8
 	ackDeadline    time.Time
