@@ -34,7 +34,8 @@ func TestDataPathAllocs(t *testing.T) {
 		{"Latency/drive/64B", func(b *testing.B) {
 			benchLatency(b, false, 64, rnic.Config{WaitDrivesReceive: driveHold})
 		}},
-		{"RoCEv2Write/4KiB", func(b *testing.B) { benchRoCEv2Write(b, 4<<10) }},
+		{"RoCEv2Write/4KiB", func(b *testing.B) { benchRoCEv2OneSided(b, rnic.OpWrite, 4<<10) }},
+		{"RoCEv2Read/4KiB", func(b *testing.B) { benchRoCEv2OneSided(b, rnic.OpRead, 4<<10) }},
 		{"RoCEv2Latency/default", func(b *testing.B) { benchRoCEv2Latency(b, rnic.Config{}) }},
 		{"RoCEv2Latency/drive", func(b *testing.B) { benchRoCEv2Latency(b, rnic.Config{WaitDrivesReceive: driveHold}) }},
 	}

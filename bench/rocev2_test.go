@@ -192,23 +192,29 @@ func rawUDPGSO(b *testing.B, total int, frame []int) float64 {
 // the transport costs.
 func BenchmarkRoCEv2Write(b *testing.B) {
 	for _, size := range []int{4 << 10, 64 << 10, 1 << 20} {
-		b.Run(roceSizeName(size), func(b *testing.B) { benchRoCEv2Write(b, size) })
+		b.Run(roceSizeName(size), func(b *testing.B) { benchRoCEv2OneSided(b, rnic.OpWrite, size) })
 	}
 }
 
-func benchRoCEv2Write(b *testing.B, size int) {
+// benchRoCEv2OneSided is BenchmarkRoCEv2Write's and BenchmarkRoCEv2Read's body: op of size
+// bytes between the client's region and the server's; a WRITE also runs the framed
+// baseline.
+func benchRoCEv2OneSided(b *testing.B, op rnic.Opcode, size int) {
 	cli, srv := roceConnect(b, rnic.Config{})
 	defer cli.close()
 	defer srv.close()
-	src := make([]byte, size)
-	dst := make([]byte, size)
-	smr, _ := cli.pd.RegMR(src, rnic.AccessLocalWrite)
-	dmr, _ := srv.pd.RegMR(dst, rnic.AccessLocalWrite|rnic.AccessRemoteWrite)
-	wr := rnic.SendWR{Opcode: rnic.OpWrite, Flags: rnic.Signaled, SGL: []rnic.SGE{smr.SGE(0, size)},
-		RemoteAddr: dmr.Addr(), RKey: dmr.RKey()}
-	frame := writeFrame(size)
-	roceWriteRun(b, cli.qp, cli.cq, &wr, size, func() float64 { return rawUDPGSO(b, 256<<20, nil) },
-		func() float64 { return rawUDPGSO(b, 256<<20, frame) })
+	local := make([]byte, size)
+	remote := make([]byte, size)
+	lmr, _ := cli.pd.RegMR(local, rnic.AccessLocalWrite)
+	rmr, _ := srv.pd.RegMR(remote, rnic.AccessLocalWrite|rnic.AccessRemoteWrite|rnic.AccessRemoteRead)
+	wr := rnic.SendWR{Opcode: op, Flags: rnic.Signaled, SGL: []rnic.SGE{lmr.SGE(0, size)},
+		RemoteAddr: rmr.Addr(), RKey: rmr.RKey()}
+	var framed func() float64
+	if op == rnic.OpWrite {
+		frame := writeFrame(size)
+		framed = func() float64 { return rawUDPGSO(b, 256<<20, frame) }
+	}
+	roceWriteRun(b, cli.qp, cli.cq, &wr, size, func() float64 { return rawUDPGSO(b, 256<<20, nil) }, framed)
 	// Losses over the whole run (warm-up included): the requester's retransmissions and
 	// its window's halvings (rocev2.Config.Window). Loopback loses only where a socket
 	// buffer overflows.
@@ -221,18 +227,7 @@ func benchRoCEv2Write(b *testing.B, size int) {
 // UDP GSO baseline: the same bytes cross loopback, the other way.
 func BenchmarkRoCEv2Read(b *testing.B) {
 	for _, size := range []int{4 << 10, 64 << 10, 1 << 20} {
-		b.Run(roceSizeName(size), func(b *testing.B) {
-			cli, srv := roceConnect(b, rnic.Config{})
-			defer cli.close()
-			defer srv.close()
-			sink := make([]byte, size)
-			src := make([]byte, size)
-			smr, _ := cli.pd.RegMR(sink, rnic.AccessLocalWrite)
-			rmr, _ := srv.pd.RegMR(src, rnic.AccessLocalWrite|rnic.AccessRemoteRead)
-			wr := rnic.SendWR{Opcode: rnic.OpRead, Flags: rnic.Signaled, SGL: []rnic.SGE{smr.SGE(0, size)},
-				RemoteAddr: rmr.Addr(), RKey: rmr.RKey()}
-			roceWriteRun(b, cli.qp, cli.cq, &wr, size, func() float64 { return rawUDPGSO(b, 256<<20, nil) }, nil)
-		})
+		b.Run(roceSizeName(size), func(b *testing.B) { benchRoCEv2OneSided(b, rnic.OpRead, size) })
 	}
 }
 

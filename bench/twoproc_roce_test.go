@@ -3,7 +3,6 @@ package bench
 import (
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -195,44 +194,15 @@ func benchRoCEv2Write2P(b *testing.B, size int) {
 	b.StopTimer()
 	addrs := serverProcess(b)
 	sink := netip.MustParseAddrPort(addrs["udp"])
-	dev, _ := rnic.Open(rnic.Config{})
-	b.Cleanup(func() { dev.Close() })
-	go func() {
-		for range dev.Events() {
-		}
-	}()
-	pd, _ := dev.AllocPD()
-	cq, _ := dev.CreateCQ(4096)
-	qp, err := dev.CreateQP(pd, rnic.QPAttr{SendCQ: cq, RecvCQ: cq, Cap: rnic.QPCap{MaxSendWR: 1024, MaxRecvWR: 1024}})
-	if err != nil {
-		b.Fatal(err)
-	}
-	link, err := rocev2.ListenUDP(netip.MustParseAddrPort("127.0.0.1:0"), &roceUDPOpts)
-	if err != nil {
-		b.Fatal(err)
-	}
-	ep := rocev2.NewEndpoint(dev, link, roceConfig())
-	b.Cleanup(func() {
-		_ = qp.Destroy()
-		_ = ep.Close()
-	})
-	ctx := context.Background()
-	conn, err := rocev2.Dial(ctx, ep, qp, addrs["roce"], nil, rocev2.ConnParam{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	rb, err := rnic.ParseRemoteBuffer(conn.PrivateData())
-	if err != nil {
-		b.Fatal(err)
-	}
-	if int(rb.Len) < size {
-		b.Fatalf("server region %d bytes, want %d", rb.Len, size)
+	cl := roceClient2P(b, addrs, rnic.Config{}, 4096, rnic.QPCap{MaxSendWR: 1024, MaxRecvWR: 1024})
+	if int(cl.rb.Len) < size {
+		b.Fatalf("server region %d bytes, want %d", cl.rb.Len, size)
 	}
 	src := make([]byte, size)
-	smr, _ := pd.RegMR(src, rnic.AccessLocalWrite)
+	smr, _ := cl.pd.RegMR(src, rnic.AccessLocalWrite)
 	wr := rnic.SendWR{Opcode: rnic.OpWrite, Flags: rnic.Signaled, SGL: []rnic.SGE{smr.SGE(0, size)},
-		RemoteAddr: rb.Addr, RKey: rb.RKey}
-	roceWriteRun(b, qp, cq, &wr, size, func() float64 { return rawUDPGSO2P(b, sink, 256<<20) }, nil)
+		RemoteAddr: cl.rb.Addr, RKey: cl.rb.RKey}
+	roceWriteRun(b, cl.qp, cl.cq, &wr, size, func() float64 { return rawUDPGSO2P(b, sink, 256<<20) }, nil)
 }
 
 // BenchmarkRoCEv2ReadLatency2P is BenchmarkReadLatency2P over RoCEv2: one 4 KiB RDMA READ
@@ -251,40 +221,11 @@ func BenchmarkRoCEv2ReadLatency2P(b *testing.B) {
 func benchRoCEv2ReadLatency2P(b *testing.B, size int, dcfg rnic.Config) {
 	b.StopTimer()
 	addrs := serverProcess(b)
-	dev, _ := rnic.Open(dcfg)
-	b.Cleanup(func() { dev.Close() })
-	go func() {
-		for range dev.Events() {
-		}
-	}()
-	pd, _ := dev.AllocPD()
-	cq, _ := dev.CreateCQ(64)
-	qp, err := dev.CreateQP(pd, rnic.QPAttr{SendCQ: cq, RecvCQ: cq})
-	if err != nil {
-		b.Fatal(err)
-	}
-	link, err := rocev2.ListenUDP(netip.MustParseAddrPort("127.0.0.1:0"), &roceUDPOpts)
-	if err != nil {
-		b.Fatal(err)
-	}
-	ep := rocev2.NewEndpoint(dev, link, roceConfig())
-	b.Cleanup(func() {
-		_ = qp.Destroy()
-		_ = ep.Close()
-	})
-	ctx := context.Background()
-	conn, err := rocev2.Dial(ctx, ep, qp, addrs["roce"], nil, rocev2.ConnParam{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	rb, err := rnic.ParseRemoteBuffer(conn.PrivateData())
-	if err != nil {
-		b.Fatal(err)
-	}
+	cl := roceClient2P(b, addrs, dcfg, 64, rnic.QPCap{})
 	buf := make([]byte, size)
-	mr, _ := pd.RegMR(buf, rnic.AccessLocalWrite)
-	wr := &rnic.SendWR{Opcode: rnic.OpRead, Flags: rnic.Signaled, SGL: []rnic.SGE{mr.SGE(0, size)},
-		RemoteAddr: rb.Addr, RKey: rb.RKey}
+	mr, _ := cl.pd.RegMR(buf, rnic.AccessLocalWrite)
+	read := readOnce(cl.qp, cl.cq, &rnic.SendWR{Opcode: rnic.OpRead, Flags: rnic.Signaled,
+		SGL: []rnic.SGE{mr.SGE(0, size)}, RemoteAddr: cl.rb.Addr, RKey: cl.rb.RKey})
 	uc, err := net.Dial("udp", addrs["udprpc"])
 	if err != nil {
 		b.Fatal(err)
@@ -293,19 +234,6 @@ func benchRoCEv2ReadLatency2P(b *testing.B, size int, dcfg rnic.Config) {
 	var req [8]byte
 	binary.BigEndian.PutUint32(req[:], uint32(size))
 	resp := make([]byte, size+1)
-	var wc [1]rnic.Completion
-	read := func() error {
-		if err := qp.PostSend(wr); err != nil {
-			return err
-		}
-		if _, err := cq.Wait(ctx, wc[:]); err != nil {
-			return err
-		}
-		if wc[0].Status != rnic.StatusSuccess {
-			return errors.New("READ: " + wc[0].Status.String())
-		}
-		return nil
-	}
 	rpc := func() error {
 		if _, err := uc.Write(req[:]); err != nil {
 			return err
@@ -318,4 +246,40 @@ func benchRoCEv2ReadLatency2P(b *testing.B, size int, dcfg rnic.Config) {
 	}
 	b.SetBytes(int64(size))
 	alternate(b, "udp", rpc, read)
+}
+
+// roceClient is the client end of the RoCEv2 two-process benchmarks (roceClient2P): a device opened
+// with dcfg, a QP with cap on a CQ of cqe entries, connected through its own endpoint to
+// the server process's listener; rb is the region the server offered.
+type roceClient struct {
+	pd *rnic.PD
+	cq *rnic.CQ
+	qp *rnic.QP
+	rb rnic.RemoteBuffer
+}
+
+func roceClient2P(b *testing.B, addrs map[string]string, dcfg rnic.Config, cqe int, cap rnic.QPCap) roceClient {
+	dev, pd, cq := clientDevice(b, dcfg, cqe)
+	qp, err := dev.CreateQP(pd, rnic.QPAttr{SendCQ: cq, RecvCQ: cq, Cap: cap})
+	if err != nil {
+		b.Fatal(err)
+	}
+	link, err := rocev2.ListenUDP(netip.MustParseAddrPort("127.0.0.1:0"), &roceUDPOpts)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ep := rocev2.NewEndpoint(dev, link, roceConfig())
+	b.Cleanup(func() {
+		_ = qp.Destroy()
+		_ = ep.Close()
+	})
+	conn, err := rocev2.Dial(context.Background(), ep, qp, addrs["roce"], nil, rocev2.ConnParam{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	rb, err := rnic.ParseRemoteBuffer(conn.PrivateData())
+	if err != nil {
+		b.Fatal(err)
+	}
+	return roceClient{pd: pd, cq: cq, qp: qp, rb: rb}
 }

@@ -180,17 +180,9 @@ func benchReadLatency2P(b *testing.B, size int, dcfg rnic.Config) {
 	b.StopTimer()
 	addrs := serverProcess(b)
 	iwAddr, tcpAddr := addrs["iwarp"], addrs["tcp"]
-	dev, _ := rnic.Open(dcfg)
-	b.Cleanup(func() { dev.Close() })
-	go func() {
-		for range dev.Events() {
-		}
-	}()
-	pd, _ := dev.AllocPD()
-	cq, _ := dev.CreateCQ(64)
+	dev, pd, cq := clientDevice(b, dcfg, 64)
 	qp, _ := dev.CreateQP(pd, rnic.QPAttr{SendCQ: cq, RecvCQ: cq})
-	ctx := context.Background()
-	conn, err := iwarp.Dial(ctx, qp, iwAddr, nil, iwarp.ConnParam{})
+	conn, err := iwarp.Dial(context.Background(), qp, iwAddr, nil, iwarp.ConnParam{})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -200,8 +192,8 @@ func benchReadLatency2P(b *testing.B, size int, dcfg rnic.Config) {
 	}
 	buf := make([]byte, size)
 	mr, _ := pd.RegMR(buf, rnic.AccessLocalWrite)
-	wr := &rnic.SendWR{Opcode: rnic.OpRead, Flags: rnic.Signaled, SGL: []rnic.SGE{mr.SGE(0, size)},
-		RemoteAddr: rb.Addr, RKey: rb.RKey}
+	read := readOnce(qp, cq, &rnic.SendWR{Opcode: rnic.OpRead, Flags: rnic.Signaled,
+		SGL: []rnic.SGE{mr.SGE(0, size)}, RemoteAddr: rb.Addr, RKey: rb.RKey})
 	tc, err := net.Dial("tcp", tcpAddr)
 	if err != nil {
 		b.Fatal(err)
@@ -209,19 +201,6 @@ func benchReadLatency2P(b *testing.B, size int, dcfg rnic.Config) {
 	defer tc.Close()
 	req := [8]byte{byte(size >> 24), byte(size >> 16), byte(size >> 8), byte(size)}
 	resp := make([]byte, size)
-	var wc [1]rnic.Completion
-	read := func() error {
-		if err := qp.PostSend(wr); err != nil {
-			return err
-		}
-		if _, err := cq.Wait(ctx, wc[:]); err != nil {
-			return err
-		}
-		if wc[0].Status != rnic.StatusSuccess {
-			return errors.New("READ: " + wc[0].Status.String())
-		}
-		return nil
-	}
 	rpc := func() error {
 		if _, err := tc.Write(req[:]); err != nil {
 			return err
@@ -231,6 +210,41 @@ func benchReadLatency2P(b *testing.B, size int, dcfg rnic.Config) {
 	}
 	b.SetBytes(int64(size))
 	alternate(b, "tcp", rpc, read)
+}
+
+// clientDevice opens the client process's device with dcfg (its events drained until it
+// closes with the benchmark), a PD and a CQ of cqe entries.
+func clientDevice(b *testing.B, dcfg rnic.Config, cqe int) (*rnic.Device, *rnic.PD, *rnic.CQ) {
+	dev, err := rnic.Open(dcfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { dev.Close() })
+	go func() {
+		for range dev.Events() {
+		}
+	}()
+	pd, _ := dev.AllocPD()
+	cq, _ := dev.CreateCQ(cqe)
+	return dev, pd, cq
+}
+
+// readOnce returns a function that posts wr (a signaled READ) on qp and waits for its
+// completion on cq.
+func readOnce(qp *rnic.QP, cq *rnic.CQ, wr *rnic.SendWR) func() error {
+	var wc [1]rnic.Completion
+	return func() error {
+		if err := qp.PostSend(wr); err != nil {
+			return err
+		}
+		if _, err := cq.Wait(context.Background(), wc[:]); err != nil {
+			return err
+		}
+		if wc[0].Status != rnic.StatusSuccess {
+			return errors.New("READ: " + wc[0].Status.String())
+		}
+		return nil
+	}
 }
 
 // alternate times b.N pairs of operations, one base (the socket baseline, named by
