@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -145,6 +147,54 @@ func (s *rawStream) run(b *testing.B, n int) time.Duration {
 	return time.Since(t0)
 }
 
+// bulkWrite is the write size of the bulk baseline.
+const bulkWrite = 1 << 20
+
+// bulkBaseline is the second raw TCP baseline of the bandwidth benchmarks at sizes from
+// 16 KiB to below bulkWrite: the same bytes written bulkWrite at a time. On loopback (MTU
+// 65,536, so an MSS of 65,483 with timestamps) a Write of 64 KiB leaves as a full segment
+// and a 53-byte one, and TCP's own rate depends on its write size far more than
+// softrnic's FPDUs do (BenchmarkRawTCPSizes): the first baseline, one Write per
+// operation, is what a program sending size-byte messages over TCP gets; this one is what
+// TCP makes of the same bytes in large writes. Reported as tcp-bulk-MB/s and x-tcp-bulk
+// (softrnic ÷ it).
+type bulkBaseline struct {
+	s     *rawStream
+	size  int
+	d     time.Duration
+	bytes int64
+}
+
+// newBulkBaseline returns the bulk baseline for operations of size bytes, nil outside
+// its range (its methods then do nothing).
+func newBulkBaseline(b *testing.B, size int) *bulkBaseline {
+	if size < 16<<10 || size >= bulkWrite {
+		return nil
+	}
+	return &bulkBaseline{s: newRawStream(b, bulkWrite), size: size}
+}
+
+// run writes the bytes of n operations (rounded up to whole bulk writes).
+func (k *bulkBaseline) run(b *testing.B, n int) {
+	if k == nil {
+		return
+	}
+	w := (n*k.size + bulkWrite - 1) / bulkWrite
+	k.d += k.s.run(b, w)
+	k.bytes += int64(w) * bulkWrite
+}
+
+// report adds the bulk baseline's rate and softrnic's ratio to it, softrnic having taken
+// d for b.N operations.
+func (k *bulkBaseline) report(b *testing.B, d time.Duration) {
+	if k == nil || k.d <= 0 {
+		return
+	}
+	bulk := float64(k.bytes) / k.d.Seconds() / 1e6
+	b.ReportMetric(bulk, "tcp-bulk-MB/s")
+	b.ReportMetric(float64(k.size)*float64(b.N)/d.Seconds()/1e6/bulk, "x-tcp-bulk")
+}
+
 // rounds splits b.N into alternating chunks of baseline and softrnic work so that the
 // (noisy, shared) machine's load affects both equally.
 func rounds(n int) []int {
@@ -247,11 +297,13 @@ func benchOneSided(b *testing.B, op rnic.Opcode, crc bool, size int) {
 	fence := &rnic.SendWR{Opcode: rnic.OpRead, Flags: rnic.Signaled, RemoteAddr: rmr.Addr(), RKey: rmr.RKey()}
 	p := &poller{cq: cli.scq}
 	rs := newRawStream(b, size)
+	bulk := newBulkBaseline(b, size)
 	b.SetBytes(int64(size))
 	b.ReportAllocs()
 	var raw, d time.Duration
 	for _, n := range rounds(b.N) {
 		raw += rs.run(b, n)
+		bulk.run(b, n)
 		b.StartTimer()
 		t0 := time.Now()
 		// Signal every signalEvery-th WR; keep at most window in flight.
@@ -284,6 +336,7 @@ func benchOneSided(b *testing.B, op rnic.Opcode, crc bool, size int) {
 		b.StopTimer()
 	}
 	report(b, raw, d, size, false)
+	bulk.report(b, d)
 }
 
 func BenchmarkWrite(b *testing.B) {
@@ -354,12 +407,14 @@ func benchSend(b *testing.B, crc bool, size int) {
 	wr := &rnic.SendWR{Opcode: rnic.OpSend, SGL: []rnic.SGE{smr.SGE(0, size)}}
 	p := &poller{cq: cli.scq}
 	rs := newRawStream(b, size)
+	bulk := newBulkBaseline(b, size)
 	b.SetBytes(int64(size))
 	b.ReportAllocs()
 	var raw, d time.Duration
 	sent := 0
 	for _, n := range rounds(b.N) {
 		raw += rs.run(b, n)
+		bulk.run(b, n)
 		b.StartTimer()
 		t0 := time.Now()
 		inflight := 0
@@ -394,6 +449,33 @@ func benchSend(b *testing.B, crc bool, size int) {
 	close(stop)
 	<-srvDone
 	report(b, raw, d, size, false)
+	bulk.report(b, d)
+}
+
+// BenchmarkRawTCPSizes measures the raw TCP baseline alone (rawStream, 256 MiB a run) for
+// several write sizes, each iteration running every size once in an order rotated per
+// iteration, and reports each one's median MB/s. No softrnic: it shows what the write size
+// alone does to loopback TCP (bulkBaseline).
+func BenchmarkRawTCPSizes(b *testing.B) {
+	sizes := []int{16 << 10, 32 << 10, 65483, 64 << 10, 128 << 10, 1 << 20}
+	streams := make([]*rawStream, len(sizes))
+	for j, s := range sizes {
+		streams[j] = newRawStream(b, s)
+	}
+	res := make([][]float64, len(sizes))
+	for i := 0; i < b.N; i++ {
+		for k := range sizes {
+			j := (k + i) % len(sizes)
+			n := (256 << 20) / sizes[j]
+			d := streams[j].run(b, n)
+			res[j] = append(res[j], float64(n*sizes[j])/d.Seconds()/1e6)
+		}
+	}
+	for j, s := range sizes {
+		slices.Sort(res[j])
+		b.ReportMetric(res[j][len(res[j])/2], strconv.Itoa(s)+"B-MB/s")
+	}
+	b.ReportMetric(0, "ns/op")
 }
 
 // BenchmarkLatency measures a 64-byte SEND ping-pong round trip beside a TCP ping-pong.

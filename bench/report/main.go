@@ -113,6 +113,7 @@ var resultsRuns = []run{
 	}},
 	{regexp: `^BenchmarkSend$/^crc$/64KiB`, benchtime: "1s", rows: []row{
 		{"SEND 64 KiB, CRC on: ÷ TCP", "BenchmarkSend/crc/64KiB", "x-tcp", "≥ 0.85", "higher"},
+		{"  ÷ TCP writing the same bytes 1 MiB at a time (bench/README: the 64 KiB baseline)", "BenchmarkSend/crc/64KiB", "x-tcp-bulk", "", "higher"},
 	}},
 	{regexp: `^BenchmarkRoCEv2Write$`, benchtime: "1s", rows: []row{
 		{"RoCEv2 RC WRITE 4 KiB ÷ raw UDP GSO", "BenchmarkRoCEv2Write/4KiB", "ratio", "≥ 0.6", "higher"},
@@ -140,7 +141,8 @@ var resultsRuns = []run{
 
 // The columns of the iWARP sweeps: softrnic, its raw TCP baseline, the ratio, allocations.
 var (
-	tcpCols = []col{{"MB/s", "softrnic MB/s"}, {"tcp-MB/s", "raw TCP MB/s"}, {"x-tcp", "÷ TCP"}, {"B/op", "B/op"}, {"allocs/op", "allocs/op"}}
+	tcpCols = []col{{"MB/s", "softrnic MB/s"}, {"tcp-MB/s", "raw TCP MB/s"}, {"x-tcp", "÷ TCP"},
+		{"tcp-bulk-MB/s", "raw TCP, 1 MiB writes, MB/s"}, {"x-tcp-bulk", "÷ that"}, {"B/op", "B/op"}, {"allocs/op", "allocs/op"}}
 	rttCols = []col{{"ns/op", "softrnic RTT ns"}, {"tcp-ns/op", "TCP RTT ns"}, {"x-tcp", "TCP RTT ÷ softrnic RTT"}, {"allocs/op", "allocs/op"}}
 )
 
@@ -153,12 +155,16 @@ var pages = []page{
 	{name: "ops", file: "OPS.md", title: "Every operation and size",
 		intro: "RDMA WRITE, READ and SEND over one iWARP connection on loopback (MPA rev 2, CRC off and on, 256 in\n" +
 			"flight, every 32nd signaled) beside `Write`s of the same size on a loopback TCP connection in the\n" +
-			"same run; the 64 B SEND ping-pong beside a TCP ping-pong, over RoCEv2 beside a UDP ping-pong; RoCEv2\n" +
+			"same run (from 16 KiB, also beside TCP writing the same bytes 1 MiB at a time; raw TCP alone by\n" +
+			"write size below them); the 64 B SEND ping-pong beside a TCP ping-pong, over RoCEv2 beside a UDP ping-pong; RoCEv2\n" +
 			"RC WRITE and READ beside raw UDP GSO/GRO datagrams of the same socket code; a 4 KiB RoCEv2 READ from another\n" +
 			"process beside a 4 KiB UDP request/response to it. See README.md for what each benchmark does.\n" +
 			"Medians over the runs, with ranges; B/op and allocs/op are the highest run's.",
 		runs: []run{
 			{regexp: `^Benchmark(Write|Read|Send)$`, benchtime: "1s", cols: tcpCols, title: "iWARP WRITE, READ and SEND ÷ raw TCP"},
+			{regexp: `^BenchmarkRawTCPSizes$`, benchtime: "3x", title: "Raw loopback TCP alone by write size (MB/s, median of 3 rotations)",
+				cols: []col{{"16384B-MB/s", "16 KiB"}, {"32768B-MB/s", "32 KiB"}, {"65483B-MB/s", "65,483 B (one MSS)"},
+					{"65536B-MB/s", "64 KiB"}, {"131072B-MB/s", "128 KiB"}, {"1048576B-MB/s", "1 MiB"}}},
 			{regexp: `^BenchmarkLatency$`, benchtime: "20000x", cols: rttCols, title: "64 B SEND ping-pong round trip"},
 			{regexp: `^BenchmarkRoCEv2Latency$`, benchtime: "20000x", title: "RoCEv2 64 B SEND ping-pong round trip",
 				cols: []col{{"ns/op", "RoCEv2 RTT ns"}, {"udp-ns/op", "UDP RTT ns"}, {"x-udp", "UDP RTT ÷ RoCEv2 RTT"}, {"allocs/op", "allocs/op"}}},
