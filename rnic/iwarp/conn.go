@@ -83,6 +83,7 @@ type Conn struct {
 	respDefer bool       // responses queued while more requests were buffered (respond)
 	rh        [128]byte
 	cur       *rnic.RecvWQE
+	curSt     rnic.Status // TakeRecv's status for cur: not Success, its SGL is invalid
 	curGot    uint64
 	tagged    ddp.TaggedStream
 	rtrExpect bool

@@ -177,12 +177,13 @@ func TestReadResponseCRC(t *testing.T) {
 	}
 }
 
-// TestStreamedSegmentsCRC: with CRC negotiated, the segments of a message after its first
-// (a Write's up to its last, a Send's all) are read straight from the stream and checked at
-// their end (streamable). A good message arrives whole, with those segments streamed; a
-// corrupted one ends the connection with Terminate LLP / MPA / CRC before the message
-// completes, writes nothing outside the message's own range, and a Send's receive is
-// flushed. A continuation whose header names another region is staged and checked first.
+// TestStreamedSegmentsCRC: with CRC negotiated, a Write's segments after its first and up
+// to its last, and every segment of a Send for which a receive is posted, are read straight
+// from the stream and checked at their end (streamable). A good message arrives whole,
+// with those segments streamed; a corrupted one ends the connection with Terminate LLP /
+// MPA / CRC before the message completes, writes nothing outside the message's own range
+// (a Send: its receive buffer), and a Send's receive is flushed. A continuation whose
+// header names another region is staged and checked first.
 func TestStreamedSegmentsCRC(t *testing.T) {
 	const seg, n = 1000, 3000 // three segments
 	payload := make([]byte, n)
@@ -192,11 +193,14 @@ func TestStreamedSegmentsCRC(t *testing.T) {
 	cases := []struct {
 		name     string
 		send     bool
-		corrupt  func(seg2 []byte, other *rnic.MR) // seg2: the second FPDU (length, ULPDU, pad, CRC)
-		streamed uint64                            // segments streamed when good
+		corrupt  func(seg []byte, other *rnic.MR) // seg: the second FPDU, or the first with first (length, ULPDU, pad, CRC)
+		first    bool
+		streamed uint64 // segments streamed when good
 	}{
-		{name: "write good", streamed: 1}, // the middle one; the last is staged
-		{name: "send good", send: true, streamed: 2},
+		{name: "write good", streamed: 2}, // the middle one and the Send behind; the last is staged
+		{name: "send good", send: true, streamed: 3},
+		{name: "send payload bit in the first segment", send: true, first: true, corrupt: func(f []byte, o *rnic.MR) { f[2+ddp.UntaggedLen+10] ^= 0x10 }},
+		{name: "send crc field of the first segment", send: true, first: true, corrupt: func(f []byte, o *rnic.MR) { f[len(f)-1] ^= 1 }},
 		{name: "write payload bit in the second segment", corrupt: func(f []byte, o *rnic.MR) { f[2+ddp.TaggedLen+10] ^= 0x10 }},
 		{name: "send payload bit in the second segment", send: true, corrupt: func(f []byte, o *rnic.MR) { f[2+ddp.UntaggedLen+10] ^= 0x10 }},
 		{name: "write crc field", corrupt: func(f []byte, o *rnic.MR) { f[len(f)-1] ^= 1 }},
@@ -222,7 +226,9 @@ func TestStreamedSegmentsCRC(t *testing.T) {
 				}
 				fpdus = append(fpdus, mpa.AppendFPDU(nil, true, h, payload[i*seg:(i+1)*seg]))
 			}
-			if tc.corrupt != nil {
+			if tc.corrupt != nil && tc.first {
+				tc.corrupt(fpdus[0], o)
+			} else if tc.corrupt != nil {
 				tc.corrupt(fpdus[1], o)
 			}
 			var all []byte
@@ -270,6 +276,9 @@ func TestStreamedSegmentsCRC(t *testing.T) {
 				if !bytes.Equal(abuf, zero) {
 					t.Fatal("a bad Send changed a region")
 				}
+				if tc.first && !bytes.Equal(rbuf[seg:], zero[:n-seg]) {
+					t.Fatal("a Send whose first segment failed its CRC went on past it")
+				}
 				return
 			}
 			// The Write's first segment is in place, nothing beyond its second segment's
@@ -282,6 +291,66 @@ func TestStreamedSegmentsCRC(t *testing.T) {
 			}
 			if !bytes.Equal(rbuf, make([]byte, n)) {
 				t.Fatal("a bad Write segment changed the receive buffer")
+			}
+		})
+	}
+}
+
+// TestFirstSendSegmentCRC: with CRC negotiated, the first segment of a Send is streamed
+// only into a posted receive that holds it; otherwise it is staged and its CRC checked
+// before it is answered: a corrupted Send with no receive posted, or longer than the
+// receive, gets Terminate LLP / MPA / CRC, not the DDP error its header would draw, and
+// a good one the DDP error (no buffer; message too long, the receive completed with a
+// length error).
+func TestFirstSendSegmentCRC(t *testing.T) {
+	const n = 3000
+	payload := bytes.Repeat([]byte{0x5A}, n+100)
+	cases := []struct {
+		name    string
+		post    bool // a receive of n bytes is posted for the Send
+		size    int
+		corrupt bool
+		want    rdmap.TerminateError
+	}{
+		{"no receive, corrupted", false, 1000, true, rdmap.TermMPACRC},
+		{"no receive", false, 1000, false, rdmap.FromDDP(ddp.ErrMSNNoBuffer)},
+		{"too long, corrupted", true, n + 100, true, rdmap.TermMPACRC},
+		{"too long", true, n + 100, false, rdmap.FromDDP(ddp.ErrMessageTooLong)},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			srv, p, _ := crcTarget(t, n) // posts receive 5 of n bytes
+			var all []byte
+			msn := ddp.MSN(1)
+			if !tc.post { // a good Send takes the one receive first
+				s := make([]byte, ddp.UntaggedLen)
+				ddp.Untagged(s).Init(true, rdmap.Control(rdmap.OpSend), 0, ddp.QNSend, msn, 0)
+				all = mpa.AppendFPDU(all, true, s, payload[:8])
+				msn++
+			}
+			s := make([]byte, ddp.UntaggedLen)
+			ddp.Untagged(s).Init(true, rdmap.Control(rdmap.OpSend), 0, ddp.QNSend, msn, 0)
+			f := mpa.AppendFPDU(nil, true, s, payload[:tc.size])
+			if tc.corrupt {
+				f[2+ddp.UntaggedLen+10] ^= 0x10
+			}
+			if _, err := p.nc.Write(append(all, f...)); err != nil {
+				t.Fatal(err)
+			}
+			term := p.next(t)
+			p.nc.Close()
+			if got := parseTermWord(binary.BigEndian.Uint32(term[ddp.UntaggedLen:])); got != tc.want {
+				t.Fatalf("terminate %v, want %v", got, tc.want)
+			}
+			<-srv.qp.Done()
+			c := wait(t, srv.rcq)
+			switch {
+			case !tc.post && (c.WRID != 5 || c.Status != rnic.StatusSuccess):
+				t.Fatalf("the first Send's receive: %+v", c)
+			case tc.post && tc.corrupt && (c.WRID != 5 || c.Status != rnic.StatusWRFlushErr):
+				t.Fatalf("receive: %+v, want flushed", c)
+			case tc.post && !tc.corrupt && (c.WRID != 5 || c.Status != rnic.StatusLocLenErr):
+				t.Fatalf("receive: %+v, want a length error", c)
 			}
 		})
 	}

@@ -87,15 +87,16 @@ func (c *Conn) rxError(err error) {
 // buffer to registered memory). The buffer (64 KiB: MPA's 16-bit length) comes from a
 // pool shared by all connections for the time one FPDU is processed.
 //
-// Three kinds of FPDU skip the copy; each continues a message whose earlier FPDU was
-// verified, and writes only where that message goes:
+// Three kinds of FPDU skip the copy; each writes only memory whose contents are undefined
+// until a message that a CRC error fails completes:
 //   - a Read Response whose header continues the Read at the front of the ORQ exactly
 //     (its sink STag, the next TO, within its length) is placed straight into that Read's
 //     sink, then the CRC is checked (placeReadResp);
 //   - a Write segment that continues the last one placed (same STag, the next TO) and is
-//     not its message's last, and a Send segment of the message in progress (its MSN, the
-//     next MO), are processed straight from the stream as without CRC, the CRC checked at
-//     their end (streamable).
+//     not its message's last, a Send segment of the message in progress (its MSN, the
+//     next MO), and the first segment of the next Send (its MSN, MO 0) when a posted
+//     receive holds it, are processed straight from the stream as without CRC, the CRC
+//     checked at their end (streamable).
 //
 // done reports that the FPDU was processed; ok is false when the receiver must stop.
 func (c *Conn) stage(n int) (done, ok bool) {
@@ -113,14 +114,14 @@ func (c *Conn) stage(n int) (done, ok bool) {
 		if e := c.readRespSink(b[:k], n); e != nil {
 			return true, c.placeReadResp(b[:k], n, e)
 		}
-		if ddp.HeaderLen(b[0]) == ddp.UntaggedLen && n > ddp.UntaggedLen && c.cur != nil {
+		if ddp.HeaderLen(b[0]) == ddp.UntaggedLen && n > ddp.UntaggedLen {
 			if err := c.rd.ReadFull(b[k:ddp.UntaggedLen]); err != nil {
 				c.rxError(err)
 				return false, false
 			}
 			k = ddp.UntaggedLen
 		}
-		if c.streamable(b[:k]) {
+		if c.streamable(b[:k], n) {
 			c.staged, c.rxStream = b[:k], true
 			c.rxStreamed.Add(1)
 			return false, true
@@ -188,10 +189,13 @@ func (c *Conn) placeReadResp(h []byte, n int, e *orqEntry) bool {
 //   - a Write segment continuing the last one placed (its STag, the TO after it), and not
 //     its message's last: the last one, whose bytes a program polling memory for the end
 //     of a Write may read, is staged and verified first;
-//   - a Send segment of the message in progress (a receive taken by its verified first
-//     segment; its MSN, the MO after what it got): the receive buffer belongs to the QP
-//     until the message completes, which happens only after its last segment's CRC.
-func (c *Conn) streamable(h []byte) bool {
+//   - a Send segment of the message in progress (its MSN, the MO after what it got), or
+//     the first segment of the next one (its MSN, MO 0) when a receive is posted that
+//     holds it, which it then takes: a receive buffer belongs to the QP until its
+//     message completes, which happens only after its last segment's CRC, and a CRC
+//     error flushes the receive with every other. A first segment for which no receive
+//     is posted, or too long for it, is staged, and answered once its CRC passed.
+func (c *Conn) streamable(h []byte, n int) bool {
 	op, _, err := rdmap.CheckSegment(h)
 	if err != nil {
 		return false
@@ -202,7 +206,13 @@ func (c *Conn) streamable(h []byte) bool {
 		return c.wNextOK && !t.Last() && t.STag() == c.wNextSTag && t.TO() == c.wNextTO
 	case rdmap.OpSend, rdmap.OpSendSE, rdmap.OpSendInvalidate, rdmap.OpSendSEInvalidate:
 		u := ddp.Untagged(h)
-		return c.cur != nil && u.QN() == ddp.QNSend && u.MSN() == c.rxMSN[ddp.QNSend] && uint64(u.MO()) == c.curGot
+		if u.QN() != ddp.QNSend || u.MSN() != c.rxMSN[ddp.QNSend] || uint64(u.MO()) != c.curGot {
+			return false
+		}
+		if c.cur == nil { // the first segment (MO 0): take the receive it goes to
+			c.cur, c.curSt = c.qp.TakeRecv()
+		}
+		return c.cur != nil && c.curSt == rnic.StatusSuccess && c.curGot+uint64(n-ddp.UntaggedLen) <= c.cur.Len
 	}
 	return false
 }
@@ -446,22 +456,22 @@ func (c *Conn) rxSend(op rdmap.Opcode, h []byte, n int, plen uint64) bool {
 		return false
 	}
 	if c.cur == nil {
-		w, st := c.qp.TakeRecv()
-		switch {
-		case w == nil && st == rnic.StatusSuccess:
-			c.sendTerm(rdmap.FromDDP(ddp.ErrMSNNoBuffer), h, n, nil)
-			return false
-		case w == nil:
-			c.abort(false)
-			return false
-		case st != rnic.StatusSuccess:
-			c.qp.CompleteRecv(w, rnic.RecvResult{Status: st, Opcode: rnic.WCRecv})
-			c.sendTerm(rdmap.TermLocalCatastrophic, nil, 0, nil)
-			return false
-		}
-		c.cur = w
+		c.cur, c.curSt = c.qp.TakeRecv()
 	}
-	w := c.cur
+	w, st := c.cur, c.curSt
+	switch {
+	case w == nil && st == rnic.StatusSuccess:
+		c.sendTerm(rdmap.FromDDP(ddp.ErrMSNNoBuffer), h, n, nil)
+		return false
+	case w == nil:
+		c.abort(false)
+		return false
+	case st != rnic.StatusSuccess:
+		c.cur = nil
+		c.qp.CompleteRecv(w, rnic.RecvResult{Status: st, Opcode: rnic.WCRecv})
+		c.sendTerm(rdmap.TermLocalCatastrophic, nil, 0, nil)
+		return false
+	}
 	if c.curGot+plen > w.Len {
 		c.sendTerm(rdmap.FromDDP(ddp.ErrMessageTooLong), h, n, nil)
 		return false
