@@ -117,12 +117,12 @@ func (e *Endpoint) recvLoop(link Link, input func(r *rxCtx, b []byte, from, loca
 }
 
 // endBatch ends a receive batch: each connection's coalesced ACK is queued and the
-// batch's control packets are sent, then the READ responses the batch queued (a
-// connection's whose goroutine is parked: sendResponses; else that goroutine is woken),
-// and only then are the receive completions held during the batch delivered: a consumer
-// that sees its message and exits must not leave the sender without the ACK (IBTA
-// §9.7.5.1.6: the responder acknowledges what it has executed; rxe sends the ACK before
-// it completes the receive).
+// batch's control packets are sent, then the lone READ responses the batch queued
+// (readQueued; sent here when the connection's goroutine is parked, sendResponses, else
+// that goroutine is woken), and only then are the receive completions held during the
+// batch delivered: a consumer that sees its message and exits must not leave the sender
+// without the ACK (IBTA §9.7.5.1.6: the responder acknowledges what it has executed; rxe
+// sends the ACK before it completes the receive).
 func (e *Endpoint) endBatch(r *rxCtx) {
 	for _, c := range r.touched {
 		c.mu.Lock()
