@@ -357,10 +357,9 @@ func wireLen(w *rnic.SendWQE) uint64 {
 	return w.Len
 }
 
-// sendResponses sends the packets the responder queued during a receive batch (READ
-// responses, and the ACKs queued behind them) on the receive goroutine, at the end of the
-// batch, when the connection's goroutine is parked and the connection in its plain
-// running state: a READ then costs its responder no goroutine wake-up, as a SEND costs
+// sendResponses sends the lone READ response a receive batch queued (readQueued), and
+// any ACK queued behind it, on the receive goroutine at the end of the batch, when the
+// connection's goroutine is parked and the connection in its plain running state: a READ then costs its responder no goroutine wake-up, as a SEND costs
 // its requester none (sendInline). One batch of packets leaves here; the connection's
 // goroutine is woken for the rest, as sendInline wakes it. false: nothing was sent, and
 // the caller wakes the goroutine.
