@@ -55,7 +55,7 @@ func testGuestClientSoftrnicServer(t *testing.T, l rpingLink, check func(t *test
 			if err != nil {
 				t.Fatalf("softrnic server: %v\n%s", err, Tail(sr.Output, 3000))
 			}
-			if cli.Code != 0 || sr.Code != 0 {
+			if (cli.Code != 0 && !rpingChannelRace(t, "guest rping client", cli.Code, cli.Output)) || sr.Code != 0 {
 				t.Fatalf("guest rping client exit %d:\n%s\nsoftrnic server exit %d:\n%s", cli.Code, Tail(cli.Output, 3000), sr.Code, Tail(sr.Output, 3000))
 			}
 			checkGuestSummary(t, "guest rping client", cli.Output, "ping data: ", rpingCount, size)
@@ -100,7 +100,7 @@ func testSoftrnicClientGuestServer(t *testing.T, l rpingLink, check func(t *test
 			if err != nil {
 				t.Fatalf("guest rping server: %v\n%s", err, Tail(sr.Output, 3000))
 			}
-			if cr.Code != 0 || sr.Code != 0 {
+			if cr.Code != 0 || (sr.Code != 0 && !rpingChannelRace(t, "guest rping server", sr.Code, sr.Output)) {
 				t.Fatalf("softrnic client exit %d:\n%s\nguest rping server exit %d:\n%s", cr.Code, Tail(cr.Output, 3000), sr.Code, Tail(sr.Output, 3000))
 			}
 			checkHostPings(t, "softrnic client", cr.Output, "ping data: ", rpingCount, size)
@@ -108,4 +108,18 @@ func testSoftrnicClientGuestServer(t *testing.T, l rpingLink, check func(t *test
 			check(t, cr.Output, sr.Output)
 		})
 	}
+}
+
+// rpingChannelRace reports (and logs) whether a guest rping's non-zero exit is rping's own
+// teardown race, which rdma-core fixed after the guests' version ("rping: Fix spurious
+// failure return codes", linux-rdma/rdma-core pull request 1622): done, the main thread
+// destroys the CM event channel while the CM event thread calls rdma_get_cm_event once
+// more, which fails with EBADF, and that thread exits the process with a failure code. Only
+// a run that reached the disconnect qualifies; the caller still checks every ping.
+func rpingChannelRace(t *testing.T, who string, code int, out string) bool {
+	if !strings.Contains(out, "DISCONNECT EVENT") || !strings.Contains(out, "rdma_get_cm_event: Bad file descriptor") {
+		return false
+	}
+	t.Logf("%s exit %d after the disconnect, from rping's CM event thread (rdma_get_cm_event: Bad file descriptor; rdma-core PR 1622); its pings are checked below", who, code)
+	return true
 }
