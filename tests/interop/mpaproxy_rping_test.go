@@ -10,7 +10,8 @@ import (
 // rpingSoftrnicServerViaProxy runs softrnic rping -s on the host's siw link (hostArgs
 // follow "-p port"; hostLimit bounds the process) and the guest's rping -c (script
 // cliName, limit cliLimit) through an MPAProxy, count pings of size bytes. It fails t unless
-// both exit 0, then calls check with the guest client's and the softrnic server's results
+// both exit 0 (or the guest's rping ends in rping's teardown race: rpingChannelRace), then
+// calls check with the guest client's and the softrnic server's results
 // and returns the streams the proxy relayed (up: client → server).
 func rpingSoftrnicServerViaProxy(t *testing.T, g *Guest, bin string, count, size int, hostLimit time.Duration, hostArgs []string,
 	cliName string, cliLimit time.Duration, check func(cli, sr Result)) (up, down MPAStream) {
@@ -37,7 +38,7 @@ func rpingSoftrnicServerViaProxy(t *testing.T, g *Guest, bin string, count, size
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cli.Code != 0 || sr.Code != 0 {
+	if (cli.Code != 0 && !rpingChannelRace(t, "guest rping client", cli.Code, cli.Output)) || sr.Code != 0 {
 		t.Fatalf("guest client exit %d:\n%s\nsoftrnic server exit %d:\n%s", cli.Code, Tail(cli.Output, 3000), sr.Code, Tail(sr.Output, 3000))
 	}
 	check(cli, sr)
@@ -51,8 +52,9 @@ func rpingSoftrnicServerViaProxy(t *testing.T, g *Guest, bin string, count, size
 // rpingSoftrnicClientViaProxy runs the guest's rping -s (script srvName, limit srvLimit)
 // with size-byte buffers and softrnic rping -c on the host's siw link through an MPAProxy
 // (hostArgs follow "-p port"; hostLimit bounds the process, cliWait the wait for it). It
-// fails t unless both exit 0, then calls check with the softrnic client's and the guest
-// server's results and returns the streams the proxy relayed (up: client → server).
+// fails t unless both exit 0 (or the guest's rping ends in rping's teardown race:
+// rpingChannelRace), then calls check with the softrnic client's and the guest server's
+// results and returns the streams the proxy relayed (up: client → server).
 func rpingSoftrnicClientViaProxy(t *testing.T, g *Guest, bin string, size int, srvName string, srvLimit time.Duration,
 	hostLimit time.Duration, hostArgs []string, cliWait time.Duration, check func(cr, sr Result)) (up, down MPAStream) {
 	t.Helper()
@@ -82,7 +84,7 @@ func rpingSoftrnicClientViaProxy(t *testing.T, g *Guest, bin string, size int, s
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cr.Code != 0 || sr.Code != 0 {
+	if cr.Code != 0 || (sr.Code != 0 && !rpingChannelRace(t, "guest rping server", sr.Code, sr.Output)) {
 		t.Fatalf("softrnic client exit %d:\n%s\nguest server exit %d:\n%s", cr.Code, Tail(cr.Output, 3000), sr.Code, Tail(sr.Output, 3000))
 	}
 	check(cr, sr)

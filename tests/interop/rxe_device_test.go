@@ -87,7 +87,7 @@ func TestRxeDaemonDevice(t *testing.T) {
 	if pr.Code != 0 || psr.Code != 0 || !done.MatchString(pr.Output) || !done.MatchString(psr.Output) {
 		t.Fatalf("pingpong: softrnic exit %d:\n%s\nguest exit %d:\n%s", pr.Code, Tail(pr.Output, 2000), psr.Code, Tail(psr.Output, 2000))
 	}
-	if rr.Code != 0 || rsr.Code != 0 {
+	if rr.Code != 0 || (rsr.Code != 0 && !rpingChannelRace(t, "guest rping server", rsr.Code, rsr.Output)) {
 		t.Fatalf("rping: softrnic exit %d:\n%s\nguest exit %d:\n%s", rr.Code, Tail(rr.Output, 2000), rsr.Code, Tail(rsr.Output, 2000))
 	}
 	checkHostPings(t, "softrnic rping client", rr.Output, "ping data: ", rpingCount, size)

@@ -154,7 +154,7 @@ func TestRxeImpairedRping(t *testing.T) {
 			if err != nil {
 				t.Fatalf("guest rping server: %v\n%s", err, Tail(sr.Output, 3000))
 			}
-			if cr.Code != 0 || sr.Code != 0 {
+			if cr.Code != 0 || (sr.Code != 0 && !rpingChannelRace(t, "guest rping server", sr.Code, sr.Output)) {
 				t.Fatalf("softrnic client exit %d:\n%s\nguest rping server exit %d:\n%s", cr.Code, Tail(cr.Output, 3000), sr.Code, Tail(sr.Output, 3000))
 			}
 			checkHostPings(t, "softrnic client", cr.Output, "ping data: ", c.count, size)
