@@ -326,11 +326,10 @@ const inlineMax = 1024
 // while a message's ACK deadline is pending, the goroutine's own deadline covers the
 // next ones. false: nothing was sent, and the caller wakes the goroutine.
 func (c *Conn) sendInline() bool {
-	if !c.parked.Load() || !c.txMu.TryLock() {
+	if !c.lockHere() {
 		return false
 	}
-	c.mu.Lock()
-	ok := c.parked.Load() && c.plainLocked() && c.sqHead == c.sqTail && c.unaPSN == c.maxSent
+	ok := c.sqHead == c.sqTail && c.unaPSN == c.maxSent
 	if ok {
 		// Nothing taken, or a message too large for this path (it waits in the ring): the
 		// goroutine sends it.
@@ -338,8 +337,7 @@ func (c *Conn) sendInline() bool {
 		ok = taken && wireLen(c.ent(c.sqTail-1).w) <= inlineMax
 	}
 	if !ok {
-		c.mu.Unlock()
-		c.txMu.Unlock()
+		c.unlockHere()
 		return false
 	}
 	if c.sendHere() > 0 {
@@ -358,19 +356,17 @@ func wireLen(w *rnic.SendWQE) uint64 {
 }
 
 // sendResponses sends the lone READ response a receive batch queued (readQueued), and
-// any ACK queued behind it, on the receive goroutine at the end of the batch, when the
-// connection's goroutine is parked and the connection in its plain running state: a READ then costs its responder no goroutine wake-up, as a SEND costs
-// its requester none (sendInline). One batch of packets leaves here; the connection's
+// any ACK queued behind it, on the receive goroutine at the end of the batch (lockHere's
+// conditions): a READ then costs its responder no goroutine wake-up, as a SEND costs its
+// requester none (sendInline). One batch of packets leaves here; the connection's
 // goroutine is woken for the rest, as sendInline wakes it. false: nothing was sent, and
 // the caller wakes the goroutine.
 func (c *Conn) sendResponses() bool {
-	if !c.parked.Load() || !c.txMu.TryLock() {
+	if !c.lockHere() {
 		return false
 	}
-	c.mu.Lock()
-	if !c.parked.Load() || !c.plainLocked() || c.rdLen == 0 {
-		c.mu.Unlock()
-		c.txMu.Unlock()
+	if c.rdLen == 0 {
+		c.unlockHere()
 		return false
 	}
 	if c.sendHere() > 0 {
@@ -379,18 +375,33 @@ func (c *Conn) sendResponses() bool {
 	return true
 }
 
-// plainLocked reports whether the connection is in its plain running state, where a
-// goroutine other than the connection's may send for it (sendInline, sendResponses):
-// established, not ending, not failed, not waiting out an RNR NAK. The caller holds c.mu.
-func (c *Conn) plainLocked() bool {
-	return c.cwDone && !c.dead && !c.fatal && !c.rnrPending && c.disc.Load() == 0
+// lockHere takes c.txMu and c.mu for a goroutine other than the connection's that would
+// send for it (sendInline, sendResponses, then sendHere): only while the connection's
+// goroutine is parked and the connection in its plain running state (established, not
+// ending, not failed, not waiting out an RNR NAK). false: neither lock is held.
+func (c *Conn) lockHere() bool {
+	if !c.parked.Load() || !c.txMu.TryLock() {
+		return false
+	}
+	c.mu.Lock()
+	if c.parked.Load() && c.cwDone && !c.dead && !c.fatal && !c.rnrPending && c.disc.Load() == 0 {
+		return true
+	}
+	c.unlockHere()
+	return false
+}
+
+// unlockHere releases what lockHere took, when nothing is sent after all.
+func (c *Conn) unlockHere() {
+	c.mu.Unlock()
+	c.txMu.Unlock()
 }
 
 // sendHere builds one batch of the connection's packets (fill) and sends it on the calling
-// goroutine, which holds c.txMu and c.mu and found the connection's goroutine parked; it
-// unlocks both, and wakes that goroutine when work remains after the batch, or when fill
-// armed an ACK deadline (IBTA §9.7.6.1.3) earlier than the one the goroutine parked
-// with. It returns the packets sent.
+// goroutine, which holds c.txMu and c.mu (lockHere); it unlocks both, and wakes the
+// connection's goroutine when work remains after the batch, or when fill armed an ACK
+// deadline (IBTA §9.7.6.1.3) earlier than the one that goroutine parked with. It returns
+// the packets sent.
 func (c *Conn) sendHere() int {
 	c.batch()
 	n := c.fill()
