@@ -52,7 +52,10 @@ func TestQuitWhileLentAfterDeafAwait(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the owner did not take the receive back when it started to end")
 	}
-	if h.owner != own {
-		t.Fatalf("owner state %d after Await, want own", h.owner)
+	h.mu.Lock()
+	owner := h.owner
+	h.mu.Unlock()
+	if owner != own {
+		t.Fatalf("owner state %d after Await, want own", owner)
 	}
 }
