@@ -50,9 +50,12 @@ type Config struct {
 	// between one and two times this duration the connection's (RoCEv2: the endpoint's)
 	// goroutine takes it back. Until then what arrives (a peer's Read Requests and Writes
 	// among it; over RoCEv2 also connection management for the endpoint) is processed
-	// only when a Wait runs. QP.DriveReceive runs the receive the same way for a program
-	// that polls memory for RDMA Writes. 0, the default, leaves every receive to the
-	// connection's goroutine. Counters.WaitsDriven counts the runs, so a program can tell
+	// only when a Wait runs; over RoCEv2 the ACK of a message a Wait received leaves with
+	// the next packets the QP sends (a request/response program's answer), or when a
+	// receive next waits for the socket, or at the end of the connection, rather than at
+	// once (rocev2.Endpoint.AcksDeferred). QP.DriveReceive runs the receive the same way
+	// for a program that polls memory for RDMA Writes. 0, the default, leaves every
+	// receive to the connection's goroutine. Counters.WaitsDriven counts the runs, so a program can tell
 	// that the mode applies to its CQ. Over iWARP a goroutine locked to its thread
 	// (runtime.LockOSThread; a call from C) must not Wait on such a CQ: the runtime's
 	// coroutine switch its hand-over uses refuses it (RoCEv2's uses none).

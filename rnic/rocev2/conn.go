@@ -133,6 +133,7 @@ type Conn struct {
 	txICRC    uint32
 	crcq      atomic.Pointer[crcQueue] // WQEs whose payload CRCs a poster may compute (txcrc.go)
 	txJoined  uint64                   // packets sent with a payload CRC joined (finishJoined), for tests
+	ackJoined uint64                   // deferred ACKs that left in a batch of the connection's (owedAck), for tests
 	// Traffic counted once per batch, not per packet (the rnic counters are four atomic
 	// adds): payload bytes of the packets fill is building, and what input received in
 	// the current receive batch (added by Endpoint.endBatch, under mu).
@@ -529,6 +530,14 @@ func (c *Conn) step() (park bool, next time.Time, exit bool) {
 		return false, time.Time{}, false
 	}
 	if c.disc.Load() == 2 || (c.disc.Load() == 1 && c.idleLocked()) {
+		if c.owedAck() > 0 {
+			// The end of the connection, even an abortive one, leaves no message that
+			// completed here unacknowledged (an ACK a Wait deferred, Endpoint.AcksDeferred):
+			// its sender would not see it complete (Endpoint.endBatch).
+			c.mu.Unlock()
+			c.e.sendTx(c.txb, 1, c.remote)
+			return false, time.Time{}, false
+		}
 		if c.held.Load() > 0 {
 			// The receive goroutine still holds receive completions of this
 			// connection (rxCtx.recvs): they precede the flush. It wakes us.

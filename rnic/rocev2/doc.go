@@ -79,7 +79,10 @@
 // its QPs; with rnic.Config.WaitDrivesReceive, while one RC connection is the only user
 // of an endpoint on a Linux [UDPLink], the goroutine blocked in rnic.CQ.Wait on that
 // QP's CQ (or in rnic.QP.DriveReceive) reads the socket itself, so the message that
-// completes it costs no goroutine hand-off (rxdrive.go; [Endpoint.DriveStats]). A
+// completes it costs no goroutine hand-off (rxdrive.go; [Endpoint.DriveStats]); the
+// ACK of what such a Wait received is deferred and leaves with the next packets the
+// connection sends, as a request/response program's answer, or when the receive next
+// waits for the socket or the connection ends (counted in Endpoint.AcksDeferred). A
 // second connection or UD QP on the endpoint takes the receive back at once. WQEs
 // stay unfinished until acknowledged:
 //
@@ -202,7 +205,7 @@
 // Counters (Endpoint fields, atomic): RxDropped, ICRCErrors, ICRCIDSolved,
 // RxWrongSource, RecvErrors, SendErrors, CMDropped, CMRejectedLimit, CMStale,
 // AcceptTimeouts, FirstMessageTimeouts, DupReadsDropped, WakeFallbacks, InlineSends,
-// InlineResponses; per QP and device the rnic counters (retransmits, NAKs, bytes,
+// InlineResponses, AcksDeferred; per QP and device the rnic counters (retransmits, NAKs, bytes,
 // packets; a connection adds its bytes and packets once per send batch and once per
 // receive batch).
 //

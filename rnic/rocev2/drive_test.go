@@ -38,10 +38,65 @@ func testDrivePingPong(t *testing.T, hold time.Duration) {
 		rounds, func() string { return fmt.Sprintf("client conn: %v; server conn: %v", cli.conn.Err(), srv.conn.Err()) })
 	for _, s := range []*side{cli, srv} {
 		st := s.ep.DriveStats()
-		t.Logf("%+v", st)
+		s.conn.mu.Lock()
+		joined := s.conn.ackJoined
+		s.conn.mu.Unlock()
+		deferred := s.ep.AcksDeferred.Load()
+		t.Logf("%+v; ACKs deferred %d, joined to a send %d", st, deferred, joined)
 		if st.Lent == 0 || st.Driven == 0 || hold == time.Second && st.Driven < rounds/2 {
 			t.Errorf("%+v over %d rounds", st, rounds)
 		}
+		// Each side's Wait gets the message it waits for and defers its ACK, which then
+		// leaves with the message the program posts in answer (rxDrive.deferAck).
+		if hold == time.Second && (deferred < rounds/2 || joined < rounds/2) {
+			t.Errorf("ACKs deferred %d, joined to a send %d, over %d rounds", deferred, joined, rounds)
+		}
+	}
+}
+
+// TestDeferredAckSent: an ACK that a Wait deferred (rxDrive.deferAck) still reaches the
+// sender, whose signaled SEND completes successfully with no retransmission, when the
+// program that received the SEND posts nothing: it stops waiting (the endpoint's
+// goroutine takes the receive back after the hold, and sends the ACK before it waits for
+// the socket), disconnects, or closes the endpoint (the end of the connection sends it).
+func TestDeferredAckSent(t *testing.T) {
+	for _, end := range []string{"idle", "disconnect", "close"} {
+		t.Run(end, func(t *testing.T) {
+			hold := time.Minute // longer than the test: only the end of the connection sends the ACK
+			if end == "idle" {
+				hold = 20 * time.Millisecond
+			}
+			cli, srv := drivePair(t, hold)
+			cmr, _ := cli.reg(t, 64, allAccess)
+			got := drivingWait(t, srv, 1)
+			if err := cli.qp.PostSend(&rnic.SendWR{WRID: 9, Opcode: rnic.OpSend, Flags: rnic.Signaled,
+				SGL: []rnic.SGE{cmr.SGE(0, 64)}}); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case c := <-got:
+				if c.Status != rnic.StatusSuccess {
+					t.Fatalf("server receive: %+v", c)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("the server's Wait did not get the SEND")
+			}
+			if n := srv.ep.AcksDeferred.Load(); n != 1 {
+				t.Fatalf("ACKs deferred: %d, want 1", n)
+			}
+			switch end {
+			case "disconnect":
+				srv.conn.Disconnect(true)
+			case "close":
+				_ = srv.ep.Close()
+			}
+			if c := wait(t, cli.scq, 1)[0]; c.WRID != 9 || c.Status != rnic.StatusSuccess {
+				t.Fatalf("client SEND: %+v", c)
+			}
+			if n := cli.qp.Counters().Retransmits.Load(); n != 0 {
+				t.Fatalf("the client retransmitted %d packets: the ACK was late", n)
+			}
+		})
 	}
 }
 

@@ -96,6 +96,10 @@ type Endpoint struct {
 	// the receive goroutine sent itself at the end of a receive batch while the
 	// connection's goroutine was parked (Conn.sendResponses), instead of waking it.
 	InlineResponses atomic.Uint64
+	// AcksDeferred counts ACKs that a receive batch run by a Wait (rnic.Config.
+	// WaitDrivesReceive) did not send at its end: each left with the connection's next
+	// packets, or when the receive next waited for the socket (rxDrive.deferAck).
+	AcksDeferred atomic.Uint64
 	// WindowCuts counts the halvings of RC connections' windows after a loss (window.go).
 	WindowCuts atomic.Uint64
 
@@ -273,6 +277,9 @@ type rxCtx struct {
 	lastQPN  uint32
 	lastConn *Conn
 	lastGen  uint64
+	// the endpoint's drive when this is its link's receive (rnic.Config.WaitDrivesReceive),
+	// else nil
+	drv *rxDrive
 }
 
 // conn is e.lookup(qpn), remembered for the next packet.

@@ -44,6 +44,7 @@ func (e *Endpoint) recvLoop(link Link, input func(r *rxCtx, b []byte, from, loca
 	var d *rxDrive // a Wait may run this receive (rxdrive.go; e.drv implies an eachLink)
 	if link == e.link {
 		d = e.drv
+		r.drv = d
 	}
 	batch := func(n int) {
 		if d != nil {
@@ -66,7 +67,7 @@ func (e *Endpoint) recvLoop(link Link, input func(r *rxCtx, b []byte, from, loca
 	}
 	each, _ := link.(eachLink)
 	if d != nil {
-		d.start(func(stop func() bool) error { return each.recvEach(bufs, sizes, from, batch, stop) })
+		d.start(r, func(stop func() bool) error { return each.recvEach(bufs, sizes, from, batch, stop) })
 		defer d.h.Finish()
 	}
 	for {
@@ -122,13 +123,17 @@ func (e *Endpoint) recvLoop(link Link, input func(r *rxCtx, b []byte, from, loca
 // that goroutine is woken), and only then are the receive completions held during the
 // batch delivered: a consumer that sees its message and exits must not leave the sender
 // without the ACK (IBTA §9.7.5.1.6: the responder acknowledges what it has executed; rxe
-// sends the ACK before it completes the receive).
+// sends the ACK before it completes the receive). The one exception is a batch a Wait
+// runs (rnic.Config.WaitDrivesReceive), whose ACK may leave after the completions, with
+// the program's next packets (rxDrive.deferAck): the end of the connection still sends it.
 func (e *Endpoint) endBatch(r *rxCtx) {
 	for _, c := range r.touched {
 		c.mu.Lock()
 		c.qp.CountRx(c.rxBytes, c.rxSegs)
 		c.rxBytes, c.rxSegs = 0, 0
-		c.flushAck(r)
+		if !r.drv.deferAck(c) {
+			c.flushAck(r)
+		}
 		c.inBatch = false
 		if c.rdSend {
 			c.rdSend = false

@@ -253,19 +253,35 @@ func (c *Conn) takeAhead() (empty bool) {
 	return false
 }
 
-// fill builds up to a batch of packets in c.txb: Read responses first, then requests.
+// fill builds up to a batch of packets in c.txb: an ACK a Wait deferred first (owedAck),
+// then Read responses, then requests.
 func (c *Conn) fill() int {
-	n := c.fillPackets()
-	c.qp.CountTx(c.txBytes, n) // once per batch: four atomic adds (QP and device)
+	a := c.owedAck()
+	n := c.fillPackets(a)
+	c.qp.CountTx(c.txBytes, n-a) // once per batch: four atomic adds (QP and device)
 	c.txBytes = 0
 	return n
 }
 
-// fillPackets is fill without the traffic count: it builds the batch's packets, adding
-// their payload bytes to c.txBytes, and returns how many.
-func (c *Conn) fillPackets() int {
+// owedAck builds in c.txb's first packet the ACK that a receive run by a Wait deferred
+// (Endpoint.endBatch), so that it leaves with the packets this batch sends, and returns
+// 1; else 0. Outside a receive batch the responder owes an ACK only then: every batch
+// ends by sending its ACK or deferring it. The caller holds c.mu.
+func (c *Conn) owedAck() int {
+	if !c.ackPending || c.inBatch || c.dead || c.fatal {
+		return 0
+	}
+	c.ackPending = false
+	c.ackJoined++
+	c.txb.b[0] = c.coalescedAck(c.txb.b[0][:0])
+	c.txb.setParts(0, nil)
+	return 1
+}
+
+// fillPackets is fill without the traffic count: it builds the batch's packets from index
+// n on, adding their payload bytes to c.txBytes, and returns how many c.txb then holds.
+func (c *Conn) fillPackets(n int) int {
 	txb := c.txb.b
-	n := 0
 	for n < len(txb) && c.rdLen > 0 {
 		if j := &c.rdq[c.rdHead]; j.ctl {
 			txb[n] = append(txb[n][:0], j.cbuf[:j.cn]...)

@@ -154,16 +154,7 @@ func (c *Conn) sendAck(r *rxCtx, syn roce.Syndrome, psn roce.PSN, orig uint64, a
 		}
 		buf = k.buf[:0]
 	}
-	h := &c.rhdr
-	h.Opcode = roce.RCAck
-	if atomicAck {
-		h.Opcode = roce.RCAtomicAck
-		h.OrigData = orig
-	}
-	h.PSN, h.AckReq, h.SE = psn, false, false
-	h.Syndrome, h.MSN = syn, c.msn
-	b := h.Append(buf, 0)
-	b = finish(b, 0, c.local, c.remote)
+	b := c.ackPacket(buf, syn, psn, orig, atomicAck)
 	if k != nil {
 		k.n = len(b)
 	} else {
@@ -172,6 +163,26 @@ func (c *Conn) sendAck(r *rxCtx, syn roce.Syndrome, psn roce.PSN, orig uint64, a
 	if syn.IsNAK() || syn.IsRNRNAK() {
 		c.qp.CountNAK()
 	}
+}
+
+// ackPacket appends to b an ACK, NAK or atomic ACK (IBTA §9.7.5.1.6) of the packet at
+// psn, with the responder's current MSN. The caller holds c.mu.
+func (c *Conn) ackPacket(b []byte, syn roce.Syndrome, psn roce.PSN, orig uint64, atomicAck bool) []byte {
+	h := &c.rhdr
+	h.Opcode = roce.RCAck
+	if atomicAck {
+		h.Opcode = roce.RCAtomicAck
+		h.OrigData = orig
+	}
+	h.PSN, h.AckReq, h.SE = psn, false, false
+	h.Syndrome, h.MSN = syn, c.msn
+	return finish(h.Append(b, 0), 0, c.local, c.remote)
+}
+
+// coalescedAck appends to b the ACK of everything executed so far, which flushAck queues
+// and a deferred ACK (Endpoint.AcksDeferred) leaves with.
+func (c *Conn) coalescedAck(b []byte) []byte {
+	return c.ackPacket(b, roce.ACKSyndrome(roce.CreditsUnlimited), c.ePSN.Prev(), 0, false)
 }
 
 func (c *Conn) flushAck(r *rxCtx) {

@@ -34,6 +34,13 @@ type rxDrive struct {
 	recv    func(stop func() bool) error // the receive loop's body (recvEach with its batch)
 	runWait func(ready, stop func() bool) handover.Result
 	sole    atomic.Pointer[Conn] // the endpoint's only connection, with no UD QP beside it; else nil (connsChanged)
+
+	// Used only by the goroutine running the receive (the hand-over orders them).
+	r       *rxCtx      // the receive loop's batch context
+	waiting bool        // a Wait runs the receive
+	owed    *Conn       // the connection whose ACK a batch deferred (deferAck)
+	stop    func() bool // the current run's stop function
+	flush   func() bool // stopFlush, made once
 }
 
 // DriveStats counts what rnic.Config.WaitDrivesReceive did on an endpoint.
@@ -56,22 +63,26 @@ func newRxDrive(e *Endpoint, hold time.Duration, l eachLink) *rxDrive {
 	d := &rxDrive{e: e, l: l}
 	d.h = handover.New(hold, d.kick, e.closed.Load, e.quit)
 	d.runWait = d.waitRun
+	d.flush = d.stopFlush
 	return d
 }
 
 // kick interrupts the socket wait of whoever runs the receive.
 func (d *rxDrive) kick() { d.l.setRecvDeadline(time.Unix(1, 0)) }
 
-// start gives the drive the receive loop's body, on the endpoint's goroutine before it
-// first runs it. A Wait runs it only once that goroutine lent it, so after.
-func (d *rxDrive) start(recv func(stop func() bool) error) { d.recv = recv }
+// start gives the drive the receive loop's batch context and body, on the endpoint's
+// goroutine before it first runs it. A Wait runs it only once that goroutine lent it, so
+// after.
+func (d *rxDrive) start(r *rxCtx, recv func(stop func() bool) error) { d.r, d.recv = r, recv }
 
 // pump runs the receive until stop says to stop (errRecvStopped) or the link fails or
 // closes. A kick (a read deadline in the past) is taken back and the receive goes on: the
 // next time the socket is found drained, stop is asked.
 func (d *rxDrive) pump(stop func() bool) error {
+	d.stop = stop
+	defer func() { d.stop = nil }()
 	for {
-		err := d.recv(stop)
+		err := d.recv(d.flush)
 		d.h.Working()
 		if errors.Is(err, os.ErrDeadlineExceeded) && !d.e.closed.Load() {
 			d.l.setRecvDeadline(time.Time{})
@@ -81,10 +92,52 @@ func (d *rxDrive) pump(stop func() bool) error {
 	}
 }
 
+// deferAck reports whether the receive batch ending (Endpoint.endBatch) leaves c's
+// coalesced ACK owed instead of sending it: when a Wait runs the receive, c is the
+// endpoint's only connection, and no READ response is queued ahead of the ACK (it would
+// then follow the response, and acknowledges nothing the response does not). The ACK
+// then leaves first in the next batch of packets c sends (Conn.owedAck), which in a
+// request/response exchange is the response the Waiting program posts on seeing its
+// message: one system call and one datagram for the peer to receive, instead of two
+// each. When the receive is next run and finds the socket empty without having what it
+// waits for, it sends the ACK itself before it blocks (stopFlush), and the end of the
+// connection sends it (Conn.step): an ACK waits at most while no Wait runs the receive,
+// up to the hold, the time for which everything arriving waits too. d may be nil (no
+// drive). The caller holds c.mu.
+func (d *rxDrive) deferAck(c *Conn) bool {
+	if d == nil || !d.waiting || !c.ackPending || c.rdLen > 0 || c.dead || d.sole.Load() != c {
+		return false
+	}
+	d.owed = c
+	c.e.AcksDeferred.Add(1)
+	return true
+}
+
+// stopFlush is the stop function the receive asks (after each batch, and before it would
+// block for the socket): the run's own, and when that says go on, the deferred ACK leaves
+// first (deferAck): the receive may block now, or go on without it.
+func (d *rxDrive) stopFlush() bool {
+	if d.stop() {
+		return true
+	}
+	if c := d.owed; c != nil {
+		d.owed = nil
+		c.mu.Lock()
+		if !c.inBatch {
+			c.flushAck(d.r)
+		}
+		c.mu.Unlock()
+		d.e.flushCtl(d.r)
+	}
+	return false
+}
+
 // waitRun is a Wait's run of the receive (handover.Holder.Drive). An error other than the
 // stop goes back to the endpoint's goroutine, which meets it again and handles it
 // (back-off, failLink, or its end).
 func (d *rxDrive) waitRun(_, stop func() bool) handover.Result {
+	d.waiting = true
+	defer func() { d.waiting = false }()
 	if err := d.pump(stop); err != errRecvStopped {
 		return handover.Return
 	}
