@@ -52,8 +52,8 @@ type Config struct {
 	// among it; over RoCEv2 also connection management for the endpoint) is processed
 	// only when a Wait runs; over RoCEv2 the ACK of a message a Wait received leaves with
 	// the next packets the QP sends (a request/response program's answer), or when a
-	// receive next waits for the socket, or at the end of the connection, rather than at
-	// once (rocev2.Endpoint.AcksDeferred). QP.DriveReceive runs the receive the same way
+	// receive next waits for the socket, or at the end of the connection, or after an
+	// eighth of its ACK timeout, rather than at once (rocev2.Endpoint.AcksDeferred). QP.DriveReceive runs the receive the same way
 	// for a program that polls memory for RDMA Writes. 0, the default, leaves every
 	// receive to the connection's goroutine. Counters.WaitsDriven counts the runs, so a program can tell
 	// that the mode applies to its CQ. Over iWARP a goroutine locked to its thread

@@ -199,6 +199,7 @@ func (e *Endpoint) connect(qp *rnic.QP, attr ConnAttr, o connOpts) (*Conn, error
 	if cfg.Timeout != 0 {
 		c.tmo = roce.TimeoutExp(cfg.Timeout)
 	}
+	c.ackDeferMax = ackDeferMax(c.tmo)
 	if o.firstMsg > 0 {
 		c.firstBy = time.Now().Add(o.firstMsg)
 	}
@@ -546,6 +547,9 @@ func (c *Conn) step() (park bool, next time.Time, exit bool) {
 			return true, time.Time{}, false
 		}
 		c.dead = true
+		if c.ackTimer != nil {
+			c.ackTimer.Stop()
+		}
 		err := c.err
 		c.dropCRCs() // before TransportDone flushes the WQEs
 		c.mu.Unlock()

@@ -82,9 +82,10 @@
 // completes it costs no goroutine hand-off (rxdrive.go; [Endpoint.DriveStats]); the
 // ACK of what such a Wait received is deferred and leaves with the next packets the
 // connection sends, as a request/response program's answer, or when the receive next
-// waits for the socket or the connection ends (counted in Endpoint.AcksDeferred). A
-// second connection or UD QP on the endpoint takes the receive back at once. WQEs
-// stay unfinished until acknowledged:
+// waits for the socket or the connection ends, or after an eighth of the ACK timeout
+// (counted in Endpoint.AcksDeferred and AckDeferTimeouts). A second connection or UD QP
+// on the endpoint takes the receive back at once. WQEs stay unfinished until
+// acknowledged:
 //
 //   - ACKs are cumulative; a READ response or atomic ACK implicitly
 //     acknowledges the requests before it;
@@ -205,9 +206,9 @@
 // Counters (Endpoint fields, atomic): RxDropped, ICRCErrors, ICRCIDSolved,
 // RxWrongSource, RecvErrors, SendErrors, CMDropped, CMRejectedLimit, CMStale,
 // AcceptTimeouts, FirstMessageTimeouts, DupReadsDropped, WakeFallbacks, InlineSends,
-// InlineResponses, AcksDeferred; per QP and device the rnic counters (retransmits, NAKs, bytes,
-// packets; a connection adds its bytes and packets once per send batch and once per
-// receive batch).
+// InlineResponses, AcksDeferred, AckDeferTimeouts; per QP and device the rnic counters
+// (retransmits, NAKs, bytes, packets; a connection adds its bytes and packets once per
+// send batch and once per receive batch).
 //
 
 package rocev2

@@ -56,17 +56,24 @@ func testDrivePingPong(t *testing.T, hold time.Duration) {
 
 // TestDeferredAckSent: an ACK that a Wait deferred (rxDrive.deferAck) still reaches the
 // sender, whose signaled SEND completes successfully with no retransmission, when the
-// program that received the SEND posts nothing: it stops waiting (the endpoint's
-// goroutine takes the receive back after the hold, and sends the ACK before it waits for
-// the socket), disconnects, or closes the endpoint (the end of the connection sends it).
+// program that received the SEND posts nothing: it Waits again (the receive sends the
+// ACK before it waits for the socket), stops waiting (the timer sends it after
+// ackDeferMax; or, with a hold shorter than that, the endpoint's goroutine takes the
+// receive back and sends it), disconnects, or closes the endpoint (the end of the
+// connection sends it). Each case but "idle" keeps the timer out of it.
 func TestDeferredAckSent(t *testing.T) {
-	for _, end := range []string{"idle", "disconnect", "close"} {
+	for _, end := range []string{"wait", "idle", "reclaim", "disconnect", "close"} {
 		t.Run(end, func(t *testing.T) {
-			hold := time.Minute // longer than the test: only the end of the connection sends the ACK
-			if end == "idle" {
-				hold = 20 * time.Millisecond
+			hold := time.Minute // longer than the test
+			if end == "reclaim" {
+				hold = 2 * time.Millisecond
 			}
 			cli, srv := drivePair(t, hold)
+			if end != "idle" {
+				srv.conn.mu.Lock()
+				srv.conn.ackDeferMax = time.Hour
+				srv.conn.mu.Unlock()
+			}
 			cmr, _ := cli.reg(t, 64, allAccess)
 			got := drivingWait(t, srv, 1)
 			if err := cli.qp.PostSend(&rnic.SendWR{WRID: 9, Opcode: rnic.OpSend, Flags: rnic.Signaled,
@@ -85,6 +92,8 @@ func TestDeferredAckSent(t *testing.T) {
 				t.Fatalf("ACKs deferred: %d, want 1", n)
 			}
 			switch end {
+			case "wait":
+				drivetest.IdleWait(t, srv.rcq)
 			case "disconnect":
 				srv.conn.Disconnect(true)
 			case "close":
@@ -95,6 +104,9 @@ func TestDeferredAckSent(t *testing.T) {
 			}
 			if n := cli.qp.Counters().Retransmits.Load(); n != 0 {
 				t.Fatalf("the client retransmitted %d packets: the ACK was late", n)
+			}
+			if n, want := srv.ep.AckDeferTimeouts.Load(), map[bool]uint64{true: 1}[end == "idle"]; n != want {
+				t.Fatalf("ACKs the timer sent: %d, want %d", n, want)
 			}
 		})
 	}

@@ -99,7 +99,9 @@ type Endpoint struct {
 	// AcksDeferred counts ACKs that a receive batch run by a Wait (rnic.Config.
 	// WaitDrivesReceive) did not send at its end: each left with the connection's next
 	// packets, or when the receive next waited for the socket (rxDrive.deferAck).
-	AcksDeferred atomic.Uint64
+	// AckDeferTimeouts counts those that were still unsent after their bound (an eighth
+	// of the ACK timeout) and were then sent by a timer (Conn.ackTick).
+	AcksDeferred, AckDeferTimeouts atomic.Uint64
 	// WindowCuts counts the halvings of RC connections' windows after a loss (window.go).
 	WindowCuts atomic.Uint64
 

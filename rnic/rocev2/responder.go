@@ -4,6 +4,8 @@ package rocev2
 // expected PSN, answers duplicates, sends ACKs/NAKs and streams READ responses.
 
 import (
+	"time"
+
 	"github.com/softrnic/softrnic/internal/memcopy"
 	"github.com/softrnic/softrnic/rnic"
 	"github.com/softrnic/softrnic/roce"
@@ -65,6 +67,67 @@ type responder struct {
 	rdLen      int
 	rdReads    int // new (not duplicate) READs in rdq, limited to MaxDestRd
 	rhdr       roce.Header
+	// ACKs a Wait deferred (rxDrive.deferAck): how many, how many ackTick saw last, and
+	// the timer that sends one left owed for between one and two ackDeferMax.
+	ackDefers, ackSeen uint64
+	ackDeferMax        time.Duration
+	ackTimer           *time.Timer
+	ackTimerOn         bool
+}
+
+// ackDeferMax is the longest an ACK a Wait deferred stays unsent with the connection's
+// ACK timeout tmo (0: none): an eighth of it, between 50 µs and an eighth of the default
+// (8.4 ms), so that the peer's requester, whose timeout is typically the same, never
+// retransmits because of it. Then ackTick sends it.
+func ackDeferMax(tmo time.Duration) time.Duration {
+	m := roce.TimeoutExp(DefaultTimeout) / 8
+	if tmo > 0 {
+		m = min(m, max(tmo/8, 50*time.Microsecond))
+	}
+	return m
+}
+
+// deferred records that the receive batch ending deferred the connection's ACK
+// (rxDrive.deferAck) and starts ackTick's timer unless it runs. The caller holds c.mu.
+func (c *Conn) deferred() {
+	c.ackDefers++
+	c.e.AcksDeferred.Add(1)
+	if c.ackTimerOn {
+		return
+	}
+	c.ackTimerOn = true
+	if c.ackTimer == nil {
+		c.ackTimer = time.AfterFunc(c.ackDeferMax, c.ackTick)
+	} else {
+		c.ackTimer.Reset(c.ackDeferMax)
+	}
+}
+
+// ackTick bounds how long a deferred ACK waits when the program neither answers nor
+// Waits again: an ACK still owed with no deferral since the last tick (so for at least
+// ackDeferMax) is sent now, by this goroutine when the connection's goroutine is parked
+// (sendHere), else by that goroutine (fill), counted in Endpoint.AckDeferTimeouts. The
+// timer runs again while ACKs are being deferred, and stops once none is.
+func (c *Conn) ackTick() {
+	c.mu.Lock()
+	owed := c.ackPending && !c.inBatch && !c.dead
+	fresh := c.ackDefers != c.ackSeen
+	if c.dead || !owed && !fresh {
+		c.ackTimerOn = false
+		c.mu.Unlock()
+		return
+	}
+	c.ackSeen = c.ackDefers
+	c.ackTimer.Reset(c.ackDeferMax)
+	c.mu.Unlock()
+	if owed && !fresh {
+		c.e.AckDeferTimeouts.Add(1)
+		if c.lockHere() {
+			c.sendHere()
+		} else {
+			c.wake()
+		}
+	}
 }
 
 // rcInput checks an RC request's PSN (IBTA §9.7.5.1.1): out of sequence gets one

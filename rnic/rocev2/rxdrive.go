@@ -109,7 +109,7 @@ func (d *rxDrive) deferAck(c *Conn) bool {
 		return false
 	}
 	d.owed = c
-	c.e.AcksDeferred.Add(1)
+	c.deferred()
 	return true
 }
 
