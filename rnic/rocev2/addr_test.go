@@ -246,8 +246,8 @@ func TestZeroConfig(t *testing.T) {
 			t.Errorf("%+v normalizes to %+v, want the defaults %+v", c, n, *d)
 		}
 	}
-	if d.Timeout != 14 || d.RetryCnt != 7 || d.RNRRetry != 7 || d.MinRNRTimer != 12 || d.MaxRdAtomic != 16 ||
-		d.MaxDestRd != 16 || d.Window != 512 || d.AckEvery != 64 || d.PKey != 0xFFFF || d.MTU != roce.MTU1024 {
+	if d.Timeout != 14 || d.RetryCnt != 7 || d.RNRRetry != 7 || d.MinRNRTimer != 12 || d.MaxRdAtomic != 128 ||
+		d.MaxDestRd != 128 || d.Window != 512 || d.AckEvery != 64 || d.PKey != 0xFFFF || d.MTU != roce.MTU1024 {
 		t.Fatalf("defaults %+v", d)
 	}
 	// Explicit "none"/"infinite" values reach the wire as IBTA encodes them.

@@ -28,8 +28,8 @@ type Config struct {
 	// MinRNRTimer is the RNR NAK timer code this responder sends (IBTA table 45;
 	// 0: 12 = 0.64 ms; RNRTimerLongest: 655.36 ms, the wire's code 0).
 	MinRNRTimer roce.RNRTimer
-	MaxRdAtomic int // outstanding Reads/atomics as requester (ORD; 0: 16)
-	MaxDestRd   int // inbound Reads/atomics as responder (IRD; 0: 16)
+	MaxRdAtomic int // outstanding Reads/atomics as requester (ORD; 0: 128, rxe's and siw's most)
+	MaxDestRd   int // inbound Reads/atomics as responder (IRD; 0: 128)
 	// Window is the most request packets (PSNs) an RC connection leaves unacknowledged
 	// (0: 512). The connection's window adapts below it, starting at min(Window, 128)
 	// and halving after a loss (window.go has the rules; Conn.Window reports it).
@@ -106,7 +106,7 @@ const (
 	DefaultTimeout            = 14 // ≈ 67 ms
 	DefaultRetryCnt           = 7
 	DefaultMinRNRTimer        = roce.RNRTimer(12) // 0.64 ms
-	DefaultMaxRdAtomic        = 16
+	DefaultMaxRdAtomic        = 128
 	DefaultWindow             = 512
 	DefaultAckEvery           = 64
 	DefaultKeepAlive          = 15 * time.Second

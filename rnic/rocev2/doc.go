@@ -163,8 +163,8 @@
 //	                                                     progress the WQE completes RetryExcErr, QP → Error
 //	Config.RNRRetry               7 (infinite)           RNR NAKs retried; then RNRRetryExcErr, QP → Error
 //	Config.MinRNRTimer            12 (0.64 ms)           the wait our RNR NAKs ask of the peer
-//	Config.MaxRdAtomic (ORD)      16                     more outstanding READs/atomics wait
-//	Config.MaxDestRd (IRD)        16                     one more inbound READ/atomic in progress: NAK invalid
+//	Config.MaxRdAtomic (ORD)      128                    more outstanding READs/atomics wait
+//	Config.MaxDestRd (IRD)        128                    one more inbound READ/atomic in progress: NAK invalid
 //	                                                     request, QP → Error; also the READ/atomic history
 //	                                                     that duplicates are checked against
 //	Config.Window                 512 PSNs               the requester waits for ACKs; its window starts at

@@ -58,8 +58,8 @@ type responder struct {
 	curRecv    *rnic.RecvWQE
 	curOff     uint64
 	curWBuf    []byte
-	res        []rdRes // MaxDestRd responder resources, the oldest overwritten
-	resNext    int
+	res        []*[resChunk]rdRes // the responder resources, allocated a chunk at a time (remember)
+	resNext    int                // where the next one goes
 	resGen     uint32
 	rdq        []rdJob // READ responses and the control packets queued behind them (a ring, grown up to rdqMax)
 	rdqMax     int
@@ -152,9 +152,12 @@ func (c *Conn) rcInput(r *rxCtx, p *roce.Packet) {
 }
 
 func (c *Conn) initResponder() {
-	c.res = make([]rdRes, c.cfg.MaxDestRd)
 	c.rdqMax = 4*c.cfg.MaxDestRd + 64
 }
+
+// resChunk is how many responder resources are allocated at a time: a QP that serves no
+// READ or atomic holds none, and one that serves a few holds few, whatever its IRD.
+const resChunk = 16
 
 // rdqFull reports whether the response queue holds rdqMax jobs; below that it makes
 // room for one more (the ring grows from 4 by doubling as READs come in, so a QP that
@@ -174,15 +177,37 @@ func (c *Conn) rdqFull() bool {
 	return false
 }
 
-// remember records an executed READ or atomic as a responder resource.
+// remember records an executed READ or atomic as a responder resource: the last MaxDestRd
+// are kept, the oldest overwritten. They are filled in order and a chunk is added when
+// the filled ones run out, until MaxDestRd, so a chunk is added only before the first
+// overwrite, and entries never move (rdJob.dup points at them).
 func (c *Conn) remember(r rdRes) {
 	c.resGen++
 	if c.resGen == 0 {
 		c.resGen = 1
 	}
 	r.gen = c.resGen
-	c.res[c.resNext] = r
-	c.resNext = (c.resNext + 1) % len(c.res)
+	if c.resNext == c.cfg.MaxDestRd {
+		c.resNext = 0
+	}
+	if c.resNext/resChunk == len(c.res) {
+		c.res = append(c.res, new([resChunk]rdRes))
+	}
+	c.res[c.resNext/resChunk][c.resNext%resChunk] = r
+	c.resNext++
+}
+
+// findRes returns the responder resource of the READ (or atomic) whose response PSNs
+// include psn, or nil.
+func (c *Conn) findRes(psn roce.PSN, atomic bool) *rdRes {
+	for _, ch := range c.res {
+		for i := range ch {
+			if x := &ch[i]; x.gen != 0 && x.atomic == atomic && psn.Sub(x.first) <= x.last.Sub(x.first) {
+				return x
+			}
+		}
+	}
+	return nil
 }
 
 func (c *Conn) popJob() {
@@ -295,13 +320,7 @@ func (c *Conn) duplicate(r *rxCtx, p *roce.Packet) {
 		// R_Key (rxe resp.c duplicate_request); the memory is read again. One
 		// re-execution per READ is queued at a time.
 		va, n, rkey := p.RETH.VA(), uint64(p.RETH.DMALen()), p.RETH.RKey()
-		var res *rdRes
-		for i := range c.res {
-			if x := &c.res[i]; x.gen != 0 && !x.atomic && psn.Sub(x.first) <= x.last.Sub(x.first) {
-				res = x
-				break
-			}
-		}
+		res := c.findRes(psn, false)
 		if res == nil || rkey != res.rkey || va < res.va || va-res.va > uint64(res.length) ||
 			n > uint64(res.length)-(va-res.va) {
 			c.e.DupReadsDropped.Add(1)
@@ -322,11 +341,8 @@ func (c *Conn) duplicate(r *rxCtx, p *roce.Packet) {
 		res.replaying = true
 		c.pushRead(psn, buf, res)
 	case roce.RCCompareSwap, roce.RCFetchAdd:
-		for i := range c.res {
-			if a := &c.res[i]; a.gen != 0 && a.atomic && a.first == psn {
-				c.sendAck(r, roce.ACKSyndrome(roce.CreditsUnlimited), psn, a.orig, true)
-				return
-			}
+		if a := c.findRes(psn, true); a != nil {
+			c.sendAck(r, roce.ACKSyndrome(roce.CreditsUnlimited), psn, a.orig, true)
 		}
 	default:
 		c.ackPending = true
