@@ -40,25 +40,28 @@ type Config struct {
 	// QPN. StartQPN is ignored then.
 	QPNumbers QPNAllocator
 	// WaitDrivesReceive, when positive, lets the goroutine blocked in CQ.Wait run the
-	// receive of the CQ's connection itself, so a message that completes a Wait costs
-	// no hand-off from the connection's goroutine to the waiter (see ReceiveDriver). It
-	// applies to a CQ that one QP uses (as its send CQ, receive CQ or both) whose
-	// transport can (ReceiveDriver.CanDriveReceive: iWARP over a kernel TCP socket; a
-	// RoCEv2 RC connection that is the only user of its endpoint's Linux UDP link, whose
-	// receive then serves the whole endpoint), and to one Wait at a time. The receive
-	// stays with the waiting goroutine between its Waits; when no Wait has started for
-	// between one and two times this duration the connection's (RoCEv2: the endpoint's)
-	// goroutine takes it back. Until then what arrives (a peer's Read Requests and Writes
-	// among it; over RoCEv2 also connection management for the endpoint) is processed
-	// only when a Wait runs; over RoCEv2 the ACK of a message a Wait received leaves with
-	// the next packets the QP sends (a request/response program's answer), or when a
-	// receive next waits for the socket, or at the end of the connection, or after an
-	// eighth of its ACK timeout, rather than at once (rocev2.Endpoint.AcksDeferred). QP.DriveReceive runs the receive the same way
-	// for a program that polls memory for RDMA Writes. 0, the default, leaves every
-	// receive to the connection's goroutine. Counters.WaitsDriven counts the runs, so a program can tell
-	// that the mode applies to its CQ. Over iWARP a goroutine locked to its thread
-	// (runtime.LockOSThread; a call from C) must not Wait on such a CQ: the runtime's
-	// coroutine switch its hand-over uses refuses it (RoCEv2's uses none).
+	// receive of the CQ's connection itself, so a message that completes a Wait costs no
+	// hand-off from the connection's goroutine to the waiter (see ReceiveDriver). It applies
+	// to a CQ that one QP uses (as its send CQ, receive CQ or both) whose transport can
+	// (ReceiveDriver.CanDriveReceive: iWARP over a kernel TCP socket; a RoCEv2 RC connection
+	// that is the only user of its endpoint's Linux UDP link, whose receive then serves the
+	// whole endpoint), and to one Wait at a time. The receive stays with the waiting
+	// goroutine between its Waits; when no Wait has started for between one and two times
+	// this duration the connection's (RoCEv2: the endpoint's) goroutine takes it back. Until
+	// then what arrives (a peer's Read Requests and Writes among it; over RoCEv2 also
+	// connection management for the endpoint) is processed only when a Wait runs; over
+	// RoCEv2 the ACK of a message a Wait received leaves with the next packets the QP sends
+	// (a request/response program's answer), or when a receive next waits for the socket, or
+	// at the end of the connection, or after an eighth of its ACK timeout, rather than at
+	// once (rocev2.Endpoint.AcksDeferred): a process that exits right after such a Wait
+	// without destroying the QP or closing the endpoint can leave the sender without its ACK
+	// (the SEND that completed here then fails there with retries exceeded). QP.DriveReceive
+	// runs the receive the same way for a program that polls memory for RDMA Writes. 0, the
+	// default, leaves every receive to the connection's goroutine. Counters.WaitsDriven
+	// counts the runs, so a program can tell that the mode applies to its CQ. Over iWARP a
+	// goroutine locked to its thread (runtime.LockOSThread; a call from C) must not Wait on
+	// such a CQ: the runtime's coroutine switch its hand-over uses refuses it (RoCEv2's uses
+	// none).
 	WaitDrivesReceive time.Duration
 	// ReceiveSpin, when positive, makes a receive that finds its socket empty read it
 	// again and again (non-blocking reads: busy-polling) for up to this long before it

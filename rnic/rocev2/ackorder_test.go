@@ -32,7 +32,8 @@ func (l *ackWatch) Send(bufs [][]byte, dst netip.AddrPort) error {
 // TestAckBeforeRecvCompletion: the responder's ACK of a SEND is on the wire before the
 // SEND's receive completion is delivered. A consumer that exits as soon as its message
 // arrives (rdma_client, dapltest's client) otherwise leaves the sender without the ACK,
-// and the sender's SEND ends in retry exhaustion or a flush.
+// and the sender's SEND ends in retry exhaustion or a flush. (With WaitDrivesReceive a
+// Wait defers the ACK instead: TestDeferredAckSent.)
 func TestAckBeforeRecvCompletion(t *testing.T) {
 	w := &ackWatch{}
 	cli, srv := newPair(t, &pairOpts{srvWrap: func(l Link) Link { w.Link = l; return w }})
