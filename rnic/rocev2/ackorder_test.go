@@ -77,3 +77,50 @@ func TestAckBeforeRecvCompletion(t *testing.T) {
 		}
 	}
 }
+
+// opWatch is a link that records the opcodes of each batch it sends.
+type opWatch struct {
+	Link
+	mu      sync.Mutex
+	batches [][]roce.Opcode
+}
+
+func (l *opWatch) Send(bufs [][]byte, dst netip.AddrPort) error {
+	var ops []roce.Opcode
+	for _, b := range bufs {
+		if p, err := roce.ParsePacket(b); err == nil {
+			ops = append(ops, p.BTH.Opcode())
+		}
+	}
+	l.mu.Lock()
+	l.batches = append(l.batches, ops)
+	l.mu.Unlock()
+	return l.Link.Send(bufs, dst)
+}
+
+// TestOwedAckLast: an ACK a Wait deferred (Conn.owedAck) leaves in the batch of the next
+// packets the connection sends, after them: a shorter last datagram joins their UDP GSO
+// run, so an answer and the ACK cross the stack as one.
+func TestOwedAckLast(t *testing.T) {
+	w := &opWatch{}
+	cli, srv := newPair(t, &pairOpts{srvWrap: func(l Link) Link { w.Link = l; return w }})
+	rmr, _ := cli.reg(t, 64, rnic.AccessLocalWrite)
+	smr, _ := srv.reg(t, 64, rnic.AccessLocalWrite)
+	if err := cli.qp.PostRecv(&rnic.RecvWR{SGL: []rnic.SGE{rmr.SGE(0, 64)}}); err != nil {
+		t.Fatal(err)
+	}
+	srv.conn.mu.Lock()
+	srv.conn.ackPending = true // as a Wait's batch leaves it (rxDrive.deferAck)
+	srv.conn.mu.Unlock()
+	if err := srv.qp.PostSend(&rnic.SendWR{Opcode: rnic.OpSend, Flags: rnic.Signaled, SGL: []rnic.SGE{smr.SGE(0, 64)}}); err != nil {
+		t.Fatal(err)
+	}
+	if c := wait(t, srv.scq, 1)[0]; c.Status != rnic.StatusSuccess {
+		t.Fatalf("SEND: %+v", c)
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.batches) == 0 || len(w.batches[0]) != 2 || w.batches[0][0] != roce.RCSendOnly || w.batches[0][1] != roce.RCAck {
+		t.Fatalf("batches sent: %v, want the first to be SEND Only then the ACK", w.batches)
+	}
+}

@@ -531,12 +531,13 @@ func (c *Conn) step() (park bool, next time.Time, exit bool) {
 		return false, time.Time{}, false
 	}
 	if c.disc.Load() == 2 || (c.disc.Load() == 1 && c.idleLocked()) {
-		if c.owedAck() > 0 {
+		if c.owesAck() {
 			// The end of the connection, even an abortive one, leaves no message that
 			// completed here unacknowledged (an ACK a Wait deferred, Endpoint.AcksDeferred):
 			// its sender would not see it complete (Endpoint.endBatch).
+			n := c.owedAck(0)
 			c.mu.Unlock()
-			c.e.sendTx(c.txb, 1, c.remote)
+			c.e.sendTx(c.txb, n, c.remote)
 			return false, time.Time{}, false
 		}
 		if c.held.Load() > 0 {

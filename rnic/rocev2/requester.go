@@ -253,35 +253,48 @@ func (c *Conn) takeAhead() (empty bool) {
 	return false
 }
 
-// fill builds up to a batch of packets in c.txb: an ACK a Wait deferred first (owedAck),
-// then Read responses, then requests.
+// fill builds up to a batch of packets in c.txb: Read responses, then requests, then an
+// ACK a Wait deferred (owedAck).
 func (c *Conn) fill() int {
-	a := c.owedAck()
-	n := c.fillPackets(a)
-	c.qp.CountTx(c.txBytes, n-a) // once per batch: four atomic adds (QP and device)
+	owed := c.owesAck()
+	lim := len(c.txb.b)
+	if owed {
+		lim-- // its place
+	}
+	n := c.fillPackets(lim)
+	c.qp.CountTx(c.txBytes, n) // once per batch: four atomic adds (QP and device)
 	c.txBytes = 0
+	if owed {
+		n = c.owedAck(n)
+	}
 	return n
 }
 
-// owedAck builds in c.txb's first packet the ACK that a receive run by a Wait deferred
-// (Endpoint.endBatch), so that it leaves with the packets this batch sends, and returns
-// 1; else 0. Outside a receive batch the responder owes an ACK only then: every batch
-// ends by sending its ACK or deferring it. The caller holds c.mu.
-func (c *Conn) owedAck() int {
-	if !c.ackPending || c.inBatch || c.dead || c.fatal {
-		return 0
-	}
-	c.ackPending = false
-	c.ackJoined++
-	c.txb.b[0] = c.coalescedAck(c.txb.b[0][:0])
-	c.txb.setParts(0, nil)
-	return 1
+// owesAck reports whether the responder owes the ACK that a receive run by a Wait
+// deferred (Endpoint.endBatch). Outside a receive batch it owes one only then: every
+// batch ends by sending its ACK or deferring it. The caller holds c.mu.
+func (c *Conn) owesAck() bool {
+	return c.ackPending && !c.inBatch && !c.dead && !c.fatal
 }
 
-// fillPackets is fill without the traffic count: it builds the batch's packets from index
-// n on, adding their payload bytes to c.txBytes, and returns how many c.txb then holds.
-func (c *Conn) fillPackets(n int) int {
-	txb := c.txb.b
+// owedAck builds the owed ACK (owesAck) as c.txb's packet n, so that it leaves with the
+// packets before it, and returns n+1. It goes last: an ACK is shorter than a request that
+// carries data, and UDP GSO sends a run of equal datagrams and a shorter last one as one
+// (UDPLink.sendParts), so a ping-pong's answer and the ACK cross the stack as one datagram
+// and reach a GRO receiver in one. The caller holds c.mu.
+func (c *Conn) owedAck(n int) int {
+	c.ackPending = false
+	c.ackJoined++
+	c.txb.b[n] = c.coalescedAck(c.txb.b[n][:0])
+	c.txb.setParts(n, nil)
+	return n + 1
+}
+
+// fillPackets is fill without the traffic count and the owed ACK: it builds up to lim
+// packets in c.txb, adding their payload bytes to c.txBytes, and returns how many.
+func (c *Conn) fillPackets(lim int) int {
+	txb := c.txb.b[:lim]
+	n := 0
 	for n < len(txb) && c.rdLen > 0 {
 		if j := &c.rdq[c.rdHead]; j.ctl {
 			txb[n] = append(txb[n][:0], j.cbuf[:j.cn]...)
