@@ -23,7 +23,6 @@ func (c *Conn) completer(p *roce.Packet) {
 	if p.AETH != nil {
 		syn = p.AETH.Syndrome()
 	}
-	now := time.Now()
 	cursor := [3]uint64{uint64(c.sendPSN), c.sqSend, c.sendOff}
 	var blocked blockState
 	if c.txBlocked {
@@ -47,7 +46,7 @@ func (c *Conn) completer(p *roce.Packet) {
 				c.rnrLeft--
 			}
 			c.rnrPending = true
-			c.rnrUntil = now.Add(syn.RNRTimer().Duration())
+			c.rnrUntil = time.Now().Add(syn.RNRTimer().Duration())
 			c.rnrPSN = psn
 			c.ackDeadline = time.Time{}
 			c.wake()
@@ -146,7 +145,7 @@ func (c *Conn) completer(p *roce.Packet) {
 	if c.lastNakValid && c.lastNak.Less(c.unaPSN) {
 		c.lastNakValid = false
 	}
-	c.armAck(now)
+	c.armAck()
 	// The goroutine needs this packet only when it unblocks sending or moved the
 	// send cursor (a retransmission); a graceful disconnect waits for idle. Its timer
 	// may fire early for the old ACK deadline, which is harmless.

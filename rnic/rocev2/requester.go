@@ -72,7 +72,7 @@ func (c *Conn) timersLocked(now time.Time) {
 		}
 		c.rnrPending = false
 		c.seek(c.rnrPSN)
-		c.armAck(now)
+		c.armAck()
 		return
 	}
 	if c.ackDeadline.IsZero() || now.Before(c.ackDeadline) {
@@ -132,17 +132,20 @@ func (c *Conn) probe(b []byte) []byte {
 		c.maxSent = c.sendPSN
 	}
 	if c.ackDeadline.IsZero() {
-		c.armAck(time.Now())
+		c.armAck()
 	}
 	return finish(b, 0, c.local, c.remote)
 }
 
-func (c *Conn) armAck(now time.Time) {
+// armAck sets the local ACK timeout's deadline (IBTA §9.7.6.1.3) from now while requests
+// are unacknowledged, and clears it otherwise; the clock is read only in the first case
+// (an ACK that acknowledges everything, each one of a ping-pong, reads none).
+func (c *Conn) armAck() {
 	if c.typ != RC || c.tmo == 0 || c.unaPSN == c.maxSent {
 		c.ackDeadline = time.Time{}
 		return
 	}
-	c.ackDeadline = now.Add(c.tmo)
+	c.ackDeadline = time.Now().Add(c.tmo)
 }
 
 // growSQ doubles the requester's ring (from 4, up to sqMax), keeping each entry at its
@@ -393,7 +396,7 @@ func (c *Conn) fillPackets(lim int) int {
 			c.maxSent = c.sendPSN
 		}
 		if c.ackDeadline.IsZero() {
-			c.armAck(time.Now())
+			c.armAck()
 		}
 		if fin {
 			c.sqSend++
