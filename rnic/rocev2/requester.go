@@ -286,7 +286,7 @@ func (c *Conn) owesAck() bool {
 // (UDPLink.sendParts), so a ping-pong's answer and the ACK cross the stack as one datagram
 // and reach a GRO receiver in one. The caller holds c.mu.
 func (c *Conn) owedAck(n int) int {
-	c.ackPending = false
+	c.ackPending, c.ackOwed = false, false
 	c.ackJoined++
 	c.txb.b[n] = c.coalescedAck(c.txb.b[n][:0])
 	c.txb.setParts(n, nil)

@@ -67,8 +67,10 @@ type responder struct {
 	rdLen      int
 	rdReads    int // new (not duplicate) READs in rdq, limited to MaxDestRd
 	rhdr       roce.Header
-	// ACKs a Wait deferred (rxDrive.deferAck): how many, how many ackTick saw last, and
-	// the timer that sends one left owed for between one and two ackDeferMax.
+	// ACKs a Wait deferred (rxDrive.deferAck): whether one is owed (deferred and not sent
+	// since), how many were deferred, how many ackTick saw last, and the timer that sends
+	// one left owed for between one and two ackDeferMax.
+	ackOwed            bool
 	ackDefers, ackSeen uint64
 	ackDeferMax        time.Duration
 	ackTimer           *time.Timer
@@ -90,6 +92,7 @@ func ackDeferMax(tmo time.Duration) time.Duration {
 // deferred records that the receive batch ending deferred the connection's ACK
 // (rxDrive.deferAck) and starts ackTick's timer unless it runs. The caller holds c.mu.
 func (c *Conn) deferred() {
+	c.ackOwed = true
 	c.ackDefers++
 	c.e.AcksDeferred.Add(1)
 	if c.ackTimerOn {
@@ -222,6 +225,7 @@ func (c *Conn) popJob() {
 // sendAck sends an ACK, NAK or atomic ACK from the receive goroutine, or
 // queues it behind pending READ responses to keep responses in PSN order.
 func (c *Conn) sendAck(r *rxCtx, syn roce.Syndrome, psn roce.PSN, orig uint64, atomicAck bool) {
+	c.ackOwed = false // this one covers it
 	var buf []byte
 	var k *ctlPkt
 	var j *rdJob

@@ -2,6 +2,7 @@ package rocev2
 
 import (
 	"testing"
+	"time"
 
 	"github.com/softrnic/softrnic/roce"
 )
@@ -53,4 +54,36 @@ func TestResponderResources(t *testing.T) {
 	if a := c.findRes(9999, true); a == nil || a.orig != 42 || c.findRes(9999, false) != nil {
 		t.Fatalf("atomic: %+v", a)
 	}
+}
+
+// TestDeferAckOnce: a batch run by a Wait defers its ACK (rxDrive.deferAck) only when no
+// ACK is owed from the batch before: a stream whose every message completes a Wait still
+// sends an ACK every other batch. Once the owed ACK has been sent, the next batch defers
+// again.
+func TestDeferAckOnce(t *testing.T) {
+	e := &Endpoint{}
+	c := &Conn{e: e}
+	c.ackDeferMax = time.Hour // no tick during the test
+	d := &rxDrive{e: e, waiting: true}
+	d.sole.Store(c)
+	r := &rxCtx{ctl: make([]ctlPkt, 4)}
+	for round := range 3 {
+		c.ackPending = true // the batch executed requests that ask for an ACK
+		if !d.deferAck(c) {
+			t.Fatalf("round %d: the first batch's ACK was not deferred", round)
+		}
+		c.ackPending = true // the next batch, with the first ACK still owed
+		if d.deferAck(c) {
+			t.Fatalf("round %d: an ACK deferred across two batches", round)
+		}
+		c.flushAck(r) // endBatch then sends the coalesced ACK
+		if r.nctl != 1 || c.ackPending || c.ackOwed {
+			t.Fatalf("round %d: %d control packets queued, ackPending %v, owed %v", round, r.nctl, c.ackPending, c.ackOwed)
+		}
+		r.nctl = 0
+	}
+	if n := e.AcksDeferred.Load(); n != 3 {
+		t.Fatalf("AcksDeferred %d, want 3", n)
+	}
+	c.ackTimer.Stop()
 }

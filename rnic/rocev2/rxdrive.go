@@ -94,18 +94,22 @@ func (d *rxDrive) pump(stop func() bool) error {
 
 // deferAck reports whether the receive batch ending (Endpoint.endBatch) leaves c's
 // coalesced ACK owed instead of sending it: when a Wait runs the receive, c is the
-// endpoint's only connection, and no READ response is queued ahead of the ACK (it would
-// then follow the response, and acknowledges nothing the response does not). The ACK
-// then leaves first in the next batch of packets c sends (Conn.owedAck), which in a
-// request/response exchange is the response the Waiting program posts on seeing its
-// message: one system call and one datagram for the peer to receive, instead of two
-// each. When the receive is next run and finds the socket empty without having what it
-// waits for, it sends the ACK itself before it blocks (stopFlush), and the end of the
-// connection sends it (Conn.step): an ACK waits at most while no Wait runs the receive,
-// up to the hold, the time for which everything arriving waits too. d may be nil (no
-// drive). The caller holds c.mu.
+// endpoint's only connection, no READ response is queued ahead of the ACK (it would then
+// follow the response, and acknowledges nothing the response does not), and no ACK is
+// owed from the batch before. The ACK then leaves last in the next batch of packets c
+// sends (Conn.owedAck), which in a request/response exchange is the answer the Waiting
+// program posts on seeing its message: one system call and, through UDP GSO, one datagram
+// for the peer to receive, instead of two each. When the receive is next run and finds
+// the socket empty without what it waits for, it sends the ACK itself before it blocks
+// (stopFlush); the end of the connection sends it (Conn.step); and an ACK left owed
+// longer than ackDeferMax (an eighth of the ACK timeout) is sent by a timer
+// (Conn.ackTick). An ACK is deferred across one batch at most: a batch that ends while the
+// last one's ACK is still owed sends it, so that a stream whose every message completes a
+// Wait still acknowledges every other batch, rather than only when the receive finds the
+// socket empty once the sender's window ran out. d may be nil (no drive). The caller
+// holds c.mu.
 func (d *rxDrive) deferAck(c *Conn) bool {
-	if d == nil || !d.waiting || !c.ackPending || c.rdLen > 0 || c.dead || d.sole.Load() != c {
+	if d == nil || !d.waiting || !c.ackPending || c.ackOwed || c.rdLen > 0 || c.dead || d.sole.Load() != c {
 		return false
 	}
 	d.owed = c
