@@ -452,10 +452,11 @@ func TestSoakFaultyExactlyOnce(t *testing.T) {
 // out from the posting goroutine (Endpoint.InlineSends), and a lost one is still
 // retransmitted at its ACK timeout: the inline sender wakes the parked goroutine when
 // the ACK deadline it armed is earlier than the goroutine's own (here: none, after a
-// pause longer than the timeout left it parked without a deadline).
+// pause longer than the timeout left it parked without a deadline). A loaded machine may
+// retransmit more than the lost SEND (an ACK later than the 4 ms timeout): at least one.
 func TestInlineSendRetransmit(t *testing.T) {
 	cfg := testConfig()
-	cfg.Timeout = 8 // 1 ms
+	cfg.Timeout = 10 // 4 ms
 	cfg.KeepAlive = NoTimeout
 	cli, srv := newPair(t, &pairOpts{cfg: cfg, cliF: Faults{Filter: dropNth(roce.RCSendOnly, 6)}})
 	smr, _ := cli.reg(t, 10, allAccess)
@@ -473,13 +474,14 @@ func TestInlineSendRetransmit(t *testing.T) {
 			t.Fatalf("recv %d: %+v", i, c)
 		}
 	}
-	if n := cli.qp.Counters().Retransmits.Load(); n != 1 {
-		t.Fatalf("%d retransmissions, want 1 (the lost SEND)", n)
+	n := cli.qp.Counters().Retransmits.Load()
+	if n == 0 {
+		t.Fatal("no retransmission: the lost SEND completed without one")
 	}
 	if n := cli.ep.InlineSends.Load(); n == 0 {
 		t.Fatal("no SEND went out from the posting goroutine")
 	}
-	t.Logf("inline sends: %d of 8", cli.ep.InlineSends.Load())
+	t.Logf("inline sends: %d of 8; retransmissions %d (1: the lost SEND)", cli.ep.InlineSends.Load(), n)
 }
 
 // TestInlineReadResponses: a READ posted while the connection's goroutine is parked goes
