@@ -82,10 +82,10 @@
 // completes it costs no goroutine hand-off (rxdrive.go; [Endpoint.DriveStats]); the
 // ACK of what such a Wait received is deferred and leaves with the next packets the
 // connection sends, as a request/response program's answer, or when the receive next
-// waits for the socket or the connection ends, or after an eighth of the ACK timeout
-// (counted in Endpoint.AcksDeferred and AckDeferTimeouts). A second connection or UD QP
-// on the endpoint takes the receive back at once. WQEs stay unfinished until
-// acknowledged:
+// waits for the socket, the next batch ends or the connection ends, or after an eighth of
+// the ACK timeout (counted in Endpoint.AcksDeferred and AckDeferTimeouts). A second
+// connection or UD QP on the endpoint takes the receive back at once. WQEs stay
+// unfinished until acknowledged:
 //
 //   - ACKs are cumulative; a READ response or atomic ACK implicitly
 //     acknowledges the requests before it;

@@ -97,10 +97,11 @@ type Endpoint struct {
 	// connection's goroutine was parked (Conn.sendResponses), instead of waking it.
 	InlineResponses atomic.Uint64
 	// AcksDeferred counts ACKs that a receive batch run by a Wait (rnic.Config.
-	// WaitDrivesReceive) did not send at its end: each left with the connection's next
-	// packets, or when the receive next waited for the socket (rxDrive.deferAck).
-	// AckDeferTimeouts counts those that were still unsent after their bound (an eighth
-	// of the ACK timeout) and were then sent by a timer (Conn.ackTick).
+	// WaitDrivesReceive) did not send at its end: each left later with the connection's
+	// next packets, the next batch's ACK, before the receive next waited for the socket,
+	// or at the end of the connection (rxDrive.deferAck). AckDeferTimeouts counts those
+	// that were still unsent after their bound (an eighth of the ACK timeout) and were
+	// then sent by a timer (Conn.ackTick).
 	AcksDeferred, AckDeferTimeouts atomic.Uint64
 	// WindowCuts counts the halvings of RC connections' windows after a loss (window.go).
 	WindowCuts atomic.Uint64

@@ -283,8 +283,9 @@ func (c *Conn) owesAck() bool {
 // owedAck builds the owed ACK (owesAck) as c.txb's packet n, so that it leaves with the
 // packets before it, and returns n+1. It goes last: an ACK is shorter than a request that
 // carries data, and UDP GSO sends a run of equal datagrams and a shorter last one as one
-// (UDPLink.sendParts), so a ping-pong's answer and the ACK cross the stack as one datagram
-// and reach a GRO receiver in one. The caller holds c.mu.
+// message (UDPLink.sendParts), so a ping-pong's answer and the ACK leave in one
+// UDP_SEGMENT send, one packet through the kernel until it is segmented (bench/README has
+// the strace). The caller holds c.mu.
 func (c *Conn) owedAck(n int) int {
 	c.ackPending, c.ackOwed = false, false
 	c.ackJoined++

@@ -113,7 +113,7 @@ func (c *Conn) deferred() {
 // timer runs again while ACKs are being deferred, and stops once none is.
 func (c *Conn) ackTick() {
 	c.mu.Lock()
-	owed := c.ackPending && !c.inBatch && !c.dead
+	owed := c.owesAck()
 	fresh := c.ackDefers != c.ackSeen
 	if c.dead || !owed && !fresh {
 		c.ackTimerOn = false

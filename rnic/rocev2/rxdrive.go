@@ -118,8 +118,10 @@ func (d *rxDrive) deferAck(c *Conn) bool {
 }
 
 // stopFlush is the stop function the receive asks (after each batch, and before it would
-// block for the socket): the run's own, and when that says go on, the deferred ACK leaves
-// first (deferAck): the receive may block now, or go on without it.
+// block for the socket): the run's own; when that says go on, a deferred ACK still owed
+// (deferAck) is sent before the receive goes on or blocks. d.owed is only a hint that
+// spares the lock when no batch deferred: the connection's state says whether it is
+// still owed (flushAck sends nothing once owedAck took it).
 func (d *rxDrive) stopFlush() bool {
 	if d.stop() {
 		return true
