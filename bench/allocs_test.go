@@ -36,6 +36,8 @@ func TestDataPathAllocs(t *testing.T) {
 		}},
 		{"RoCEv2Write/4KiB", func(b *testing.B) { benchRoCEv2OneSided(b, rnic.OpWrite, 4<<10) }},
 		{"RoCEv2Read/4KiB", func(b *testing.B) { benchRoCEv2OneSided(b, rnic.OpRead, 4<<10) }},
+		{"RoCEv2Send/default/4KiB", func(b *testing.B) { benchRoCEv2Send(b, rnic.Config{}, 4<<10) }},
+		{"RoCEv2Send/drive/4KiB", func(b *testing.B) { benchRoCEv2Send(b, rnic.Config{WaitDrivesReceive: driveHold}, 4<<10) }},
 		{"RoCEv2Latency/default", func(b *testing.B) { benchRoCEv2Latency(b, rnic.Config{}) }},
 		{"RoCEv2Latency/drive", func(b *testing.B) { benchRoCEv2Latency(b, rnic.Config{WaitDrivesReceive: driveHold}) }},
 	}

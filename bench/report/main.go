@@ -157,7 +157,7 @@ var pages = []page{
 			"flight, every 32nd signaled) beside `Write`s of the same size on a loopback TCP connection in the\n" +
 			"same run (from 16 KiB, also beside TCP writing the same bytes 1 MiB at a time; raw TCP alone by\n" +
 			"write size below them); the 64 B SEND ping-pong beside a TCP ping-pong, over RoCEv2 beside a UDP ping-pong; RoCEv2\n" +
-			"RC WRITE and READ beside raw UDP GSO/GRO datagrams of the same socket code; a 4 KiB RoCEv2 READ from another\n" +
+			"RC WRITE, READ and a SEND stream beside raw UDP GSO/GRO datagrams of the same socket code; a 4 KiB RoCEv2 READ from another\n" +
 			"process beside a 4 KiB UDP request/response to it. See README.md for what each benchmark does.\n" +
 			"Medians over the runs, with ranges; B/op and allocs/op are the highest run's.",
 		runs: []run{
@@ -173,6 +173,9 @@ var pages = []page{
 					{"framed-MB/s", "raw UDP, the WRITE's datagram sizes, MB/s"}, {"framed-ratio", "÷ that"}, {"allocs/op", "allocs/op"}}},
 			{regexp: `^BenchmarkRoCEv2Read$`, benchtime: "1s", title: "RoCEv2 RC READ ÷ raw UDP GSO",
 				cols: []col{{"MB/s", "RoCEv2 MB/s"}, {"raw-MB/s", "raw UDP MB/s"}, {"ratio", "÷ raw UDP"}, {"allocs/op", "allocs/op"}}},
+			{regexp: `^BenchmarkRoCEv2Send$`, benchtime: "1s", title: "RoCEv2 RC SEND stream ÷ raw UDP GSO (drive: Config.WaitDrivesReceive, deferred ACKs)",
+				cols: []col{{"MB/s", "RoCEv2 MB/s"}, {"raw-MB/s", "raw UDP MB/s"}, {"ratio", "÷ raw UDP"}, {"retransmits", "retransmits"},
+					{"acks-deferred", "ACKs deferred"}, {"ack-timer", "sent by the timer"}, {"allocs/op", "allocs/op"}}},
 			{regexp: `^BenchmarkRoCEv2ReadLatency2P$`, benchtime: "3000x", title: "RoCEv2 4 KiB READ from another process ÷ UDP request/response",
 				cols: []col{{"p50-us", "RoCEv2 p50 µs"}, {"udp-p50-us", "UDP p50 µs"}, {"p50-ratio", "p50 ÷ UDP"},
 					{"p99-us", "RoCEv2 p99 µs"}, {"udp-p99-us", "UDP p99 µs"}, {"p99-ratio", "p99 ÷ UDP"}, {"allocs/op", "allocs/op"}}},
