@@ -13,6 +13,12 @@
 //   - AF_XDP: the Writer is an afxdp.Tap and records the frames a port sends
 //     and receives as they are (interface "afxdp").
 //
+// iWARP has no port of its own, and Wireshark finds MPA by a heuristic, which it tries
+// after the dissectors registered for the stream's ports: a connection on a port another
+// protocol registered (EtherCAT's 34980, say, which an ephemeral port can be) decodes
+// as that protocol. Open iWARP captures with "Try heuristic sub-dissectors first" on
+// (tshark -o tcp.try_heuristic_first:TRUE), as this package's tests do.
+//
 // Recording never blocks: each record is copied into a buffer and queued
 // for the Writer's goroutine; when the queue (Config.MaxQueued records or
 // Config.MaxBytes bytes) is full the record is dropped and counted

@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -112,11 +113,15 @@ func exercise(t *testing.T, a, b *side, sizes ...int) {
 	}
 }
 
-// captureProxy accepts one connection on 127.0.0.1, connects it to dst
-// and records the stream through WrapConn.
-func captureProxy(t *testing.T, w *Writer, dst string) string {
+// captureProxy accepts one connection on 127.0.0.1:port (any free port when 0, or when
+// port is taken), connects it to dst and records the stream through WrapConn.
+func captureProxy(t *testing.T, w *Writer, dst string, port int) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+	if err != nil && port != 0 {
+		t.Logf("port %d: %v; the proxy takes any free port", port, err)
+		l, err = net.Listen("tcp", "127.0.0.1:0")
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,7 +167,7 @@ func captureProxy(t *testing.T, w *Writer, dst string) string {
 // FPDUs fit one synthetic segment when MULPDU is below 64 KiB (on
 // loopback softrnic sends 64 KiB FPDUs, which the writer splits in two
 // segments that Wireshark reassembles).
-func iwarpExchange(t *testing.T, w *Writer, crc bool, mulpdu int) {
+func iwarpExchange(t *testing.T, w *Writer, crc bool, mulpdu, port int) {
 	a, b := newSide(t), newSide(t)
 	cfg := iwarp.DefaultConfig()
 	cfg.MPA.CRC = crc
@@ -172,7 +177,7 @@ func iwarpExchange(t *testing.T, w *Writer, crc bool, mulpdu int) {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	addr := captureProxy(t, w, ln.Addr().String())
+	addr := captureProxy(t, w, ln.Addr().String(), port)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	acc := make(chan error, 1)
@@ -232,6 +237,9 @@ func roceRC(t *testing.T, la, lb rocev2.Link) {
 // softrnic's traffic: any — malformed packet, bad checksum, bad CRC — fails
 // the test.
 
+// etherCATPort is the TCP port Wireshark's EtherCAT dissector registers (0x88A4).
+const etherCATPort = 34980
+
 func TestTsharkDecodes(t *testing.T) {
 	tshark := tsharktest.Need(t)
 	file := filepath.Join(t.TempDir(), "softrnic.pcapng")
@@ -242,8 +250,10 @@ func TestTsharkDecodes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	iwarpExchange(t, w, true, 16384)
-	iwarpExchange(t, w, false, 1448)
+	// The second connection's proxy listens on EtherCAT's port: a port that another
+	// protocol registered must not hide MPA (a CI run got it as an ephemeral port).
+	iwarpExchange(t, w, true, 16384, 0)
+	iwarpExchange(t, w, false, 1448, etherCATPort)
 	roceExchange(t, w)
 	xdpExchange(t, w) // privileged: AF_XDP frames as they are
 	if err := w.Close(); err != nil {

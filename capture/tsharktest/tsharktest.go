@@ -49,12 +49,18 @@ type Frame struct {
 	ReassembledIn string
 }
 
+// heuristicFirst has TCP try heuristic dissectors (MPA's) before those registered for
+// the segment's ports: an iWARP connection's ephemeral port can be another protocol's
+// (a run decoded a capture proxy's stream on port 34980 as EtherCAT).
+var heuristicFirst = []string{"-o", "tcp.try_heuristic_first:TRUE"}
+
 // Decode runs tshark over file (two passes, so a segment knows where its PDU was
-// reassembled) with IP, TCP and UDP checksum validation on.
+// reassembled) with IP, TCP and UDP checksum validation on, and TCP's heuristic
+// dissectors tried first.
 func Decode(t testing.TB, tshark, file string, extra ...string) []Frame {
 	t.Helper()
-	args := []string{"-r", file, "-n", "-2",
-		"-o", "ip.check_checksum:TRUE", "-o", "tcp.check_checksum:TRUE", "-o", "udp.check_checksum:TRUE"}
+	args := append([]string{"-r", file, "-n", "-2",
+		"-o", "ip.check_checksum:TRUE", "-o", "tcp.check_checksum:TRUE", "-o", "udp.check_checksum:TRUE"}, heuristicFirst...)
 	for _, h := range ULPHeuristics {
 		args = append(args, "--disable-protocol", h)
 	}
@@ -91,7 +97,8 @@ func Decode(t testing.TB, tshark, file string, extra ...string) []Frame {
 // Count returns how many frames match the display filter.
 func Count(t testing.TB, tshark, file, filter string) int {
 	t.Helper()
-	out, err := exec.Command(tshark, "-r", file, "-n", "-Y", filter, "-T", "fields", "-e", "frame.number").Output()
+	args := append([]string{"-r", file, "-n"}, heuristicFirst...)
+	out, err := exec.Command(tshark, append(args, "-Y", filter, "-T", "fields", "-e", "frame.number")...).Output()
 	if err != nil {
 		t.Fatalf("tshark -Y %q: %v", filter, err)
 	}
