@@ -61,6 +61,12 @@ func (c *Conn) completer(p *roce.Packet) {
 				if c.lastNakValid && c.lastNak == psn {
 					break
 				}
+				if c.rnrPending && psn == c.rnrPSN {
+					// The requests behind one the peer RNR-NAKed, out of sequence there
+					// (rxe's responder answers them with this NAK; softrnic's drops
+					// them): the RNR retry resends from psn, nothing was lost.
+					break
+				}
 				if c.retryLeft == 0 {
 					c.failOldest(rnic.StatusRetryExcErr, ErrRetryExceeded)
 					return

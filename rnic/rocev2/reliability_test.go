@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
+	"net/netip"
 	"os"
 	"sync/atomic"
 	"testing"
@@ -40,6 +41,123 @@ func TestRNRRetry(t *testing.T) {
 	}
 	if cli.qp.Counters().NAKs.Load() == 0 {
 		t.Fatal("no RNR NAK seen")
+	}
+}
+
+// TestRNRNoSequenceNAK: SENDs that follow one the responder answered with an RNR NAK
+// are out of sequence there, and are dropped silently, as after a PSN-sequence NAK (one NAK
+// per expected PSN): answered with a sequence NAK, they made the requester take each RNR
+// wait for a loss, cut its window and spend a retry (BenchmarkRoCEv2Send's default mode
+// did, on a receiver that fell behind with its receives).
+func TestRNRNoSequenceNAK(t *testing.T) {
+	var seqNAKs, rnrNAKs atomic.Int32
+	count := func(b []byte) bool {
+		if roce.Opcode(b[0]) == roce.RCAck {
+			switch syn := roce.Syndrome(b[roce.BTHLen]); {
+			case syn.IsRNRNAK():
+				rnrNAKs.Add(1)
+			case syn.IsNAK() && syn.NAKCode() == roce.NAKPSNSequenceError:
+				seqNAKs.Add(1)
+			}
+		}
+		return true
+	}
+	cli, srv := newPair(t, &pairOpts{srvF: Faults{Filter: count}})
+	smr, _ := cli.reg(t, 10, allAccess)
+	rmr, _ := srv.reg(t, 30, allAccess)
+	for i := range 3 {
+		post(t, cli.qp, &rnic.SendWR{WRID: uint64(i), Opcode: rnic.OpSend, Flags: rnic.Signaled, SGL: []rnic.SGE{smr.SGE(0, 10)}})
+	}
+	// Several RNR rounds (timer 0.01 ms, rnr_retry 7 = infinite), each resending all three.
+	for deadline := time.Now().Add(5 * time.Second); rnrNAKs.Load() < 5; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d RNR NAKs in 5 s", rnrNAKs.Load())
+		}
+	}
+	for i := range 3 {
+		postRecv(t, srv.qp, &rnic.RecvWR{WRID: uint64(i), SGL: []rnic.SGE{rmr.SGE(10*i, 10)}})
+	}
+	for i, c := range wait(t, cli.scq, 3) {
+		if c.Status != 0 || c.WRID != uint64(i) {
+			t.Fatalf("send %d: %+v", i, c)
+		}
+	}
+	wait(t, srv.rcq, 3)
+	if n := seqNAKs.Load(); n != 0 {
+		t.Errorf("%d PSN-sequence NAKs beside %d RNR NAKs", n, rnrNAKs.Load())
+	}
+	if n := cli.ep.WindowCuts.Load(); n != 0 {
+		t.Errorf("%d window cuts", n)
+	}
+}
+
+// TestRNRThenSequenceNAK: rxe's responder answers the requests behind one it RNR-NAKed
+// with a PSN-sequence NAK of the same PSN (an RNR NAK does not count as its one NAK per
+// expected PSN). The requester waits out the RNR timer and resends from that PSN, as for
+// the RNR NAK alone: no loss counted, no window cut, no retry spent.
+func TestRNRThenSequenceNAK(t *testing.T) {
+	n := NewMemNet()
+	cli := newSide(t, n, cliAddr, Faults{}, &pairOpts{})
+	t.Cleanup(func() {
+		_ = cli.qp.Destroy()
+		_ = cli.ep.Close()
+		_ = cli.dev.Close()
+	})
+	peer, err := n.NewLink(srvAddr, Faults{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer peer.Close()
+	const peerQPN, first = 0x77, roce.PSN(100)
+	if _, err := cli.ep.Connect(cli.qp, ConnAttr{Remote: srvAddr, RemoteQPN: peerQPN, SendPSN: first, RecvPSN: 200}); err != nil {
+		t.Fatal(err)
+	}
+	smr, _ := cli.reg(t, 10, allAccess)
+	for i := range 3 {
+		post(t, cli.qp, &rnic.SendWR{WRID: uint64(i), Opcode: rnic.OpSend, Flags: rnic.Signaled, SGL: []rnic.SGE{smr.SGE(0, 10)}})
+	}
+	bufs, sizes, from := [][]byte{make([]byte, MaxPacket)}, make([]int, 1), make([]netip.AddrPort, 1)
+	recvPSN := func() roce.PSN {
+		t.Helper()
+		timer := time.AfterFunc(5*time.Second, func() { peer.Close() })
+		defer timer.Stop()
+		if _, err := peer.Recv(bufs, sizes, from); err != nil {
+			t.Fatal("no request:", err)
+		}
+		p, err := roce.ParsePacket(bufs[0][:sizes[0]])
+		if err != nil || p.Opcode() != roce.RCSendOnly {
+			t.Fatalf("not a SEND Only: %v % x", err, bufs[0][:sizes[0]])
+		}
+		return p.BTH.PSN()
+	}
+	ack := func(syn roce.Syndrome, psn roce.PSN) {
+		h := roce.Header{Opcode: roce.RCAck, PKey: roce.DefaultPKey, DestQP: cli.qp.Num(), PSN: psn, Syndrome: syn}
+		if err := peer.Send([][]byte{finish(h.Append(nil, 0), 0, srvAddr, cliAddr)}, cliAddr); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 3 {
+		if psn := recvPSN(); psn != first+roce.PSN(i) {
+			t.Fatalf("request %d has PSN %v", i, psn)
+		}
+	}
+	// What rxe sends for these three with no receive posted: an RNR NAK for the first, a
+	// sequence NAK (expected PSN: the first) for the second, nothing for the third.
+	ack(roce.RNRNAKSyndrome(roce.RNRTimer(14)), first)
+	ack(roce.NAKSyndrome(roce.NAKPSNSequenceError), first)
+	for i := range 3 { // the RNR retry
+		if psn := recvPSN(); psn != first+roce.PSN(i) {
+			t.Fatalf("resent request %d has PSN %v", i, psn)
+		}
+	}
+	ack(roce.ACKSyndrome(roce.CreditsUnlimited), first+2)
+	for i, c := range wait(t, cli.scq, 3) {
+		if c.Status != 0 || c.WRID != uint64(i) {
+			t.Fatalf("send %d: %+v", i, c)
+		}
+	}
+	if r, w := cli.qp.Counters().Retransmits.Load(), cli.ep.WindowCuts.Load(); r != 0 || w != 0 {
+		t.Errorf("%d retransmissions counted, %d window cuts", r, w)
 	}
 }
 

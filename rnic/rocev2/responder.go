@@ -52,7 +52,7 @@ const (
 type responder struct {
 	ePSN       roce.PSN // expected PSN
 	msn        roce.MSN
-	nakSent    bool // a PSN-sequence NAK was sent for ePSN
+	nakSent    bool // a PSN-sequence or RNR NAK was sent for ePSN: later requests wait for it
 	ackPending bool
 	curKind    int
 	curRecv    *rnic.RecvWQE
@@ -134,7 +134,10 @@ func (c *Conn) ackTick() {
 }
 
 // rcInput checks an RC request's PSN (IBTA §9.7.5.1.1): out of sequence gets one
-// PSN-sequence NAK per expected PSN, a duplicate is answered, the expected PSN executes.
+// PSN-sequence NAK per expected PSN, and none after an RNR NAK of the expected PSN (the
+// requester resends from it once its RNR timer ran out: a sequence NAK would make it take
+// the wait for a loss, cut its window and spend a retry); a duplicate is answered, the
+// expected PSN executes.
 func (c *Conn) rcInput(r *rxCtx, p *roce.Packet) {
 	psn := p.BTH.PSN()
 	d := psn.Distance(c.ePSN)
@@ -398,9 +401,6 @@ func isWriteOp(op roce.Opcode) bool {
 	return false
 }
 
-// execute runs the request at the expected PSN (rxe resp: check_op_seq,
-// check_op_valid, check_resource, check_rkey, execute). uc selects the
-// UC rules: errors drop the message silently instead of a NAK.
 // takeRecv takes the receive WQE for an incoming SEND or WRITE with immediate. With none
 // posted it answers an RNR NAK with our min_rnr_timer (RC, IBTA §9.7.5.2.8) or drops the
 // message (UC) and returns nil; it also returns nil when the QP cannot take receives.
@@ -414,10 +414,14 @@ func (c *Conn) takeRecv(r *rxCtx, uc bool, fail func(roce.NAKCode)) (*rnic.RecvW
 		return nil, st
 	}
 	c.ackPending = false
+	c.nakSent = true
 	c.sendAck(r, roce.RNRNAKSyndrome(c.cfg.MinRNRTimer), c.ePSN, 0, false)
 	return nil, st
 }
 
+// execute runs the request at the expected PSN (rxe resp: check_op_seq,
+// check_op_valid, check_resource, check_rkey, execute). uc selects the
+// UC rules: errors drop the message silently instead of a NAK.
 func (c *Conn) execute(r *rxCtx, p *roce.Packet) {
 	op := p.Opcode()
 	uc := c.typ == UC
