@@ -94,7 +94,9 @@
 //     decrementing the retry count (reset on progress); exhausted: the WQE
 //     completes with RetryExcErr;
 //   - RNR NAKs wait the RNR timer of the NAK (table 45) and retry from the
-//     NAKed PSN, rnr_retry times (7 = forever), then RNRRetryExcErr;
+//     NAKed PSN, rnr_retry times (7 = forever), then RNRRetryExcErr; a
+//     PSN-sequence NAK of that PSN meanwhile (rxe sends one for the requests
+//     behind the RNR-NAKed one) is no loss: it changes nothing;
 //   - NAK invalid request / remote access / remote operational error complete
 //     the WQE with RemInvReqErr / RemAccessErr / RemOpErr and move the QP to
 //     Error (the remaining WQEs flush);
@@ -103,7 +105,8 @@
 //
 // The responder checks PSNs (one PSN-sequence NAK per gap), executes requests
 // at the expected PSN, coalesces ACKs per receive batch, sends RNR NAKs (its
-// MinRNRTimer) when no receive is posted, NAKs protection, length and opcode
+// MinRNRTimer) when no receive is posted (and then drops the requests behind
+// it silently, as after a sequence NAK, until the requester resends it), NAKs protection, length and opcode
 // sequence errors and moves its QP to Error, answers duplicates (re-ACK of
 // SENDs and WRITEs, never applied twice; a duplicate READ is re-executed from
 // its PSN with its own RETH only if it lies in one of the last MaxDestRd READs
