@@ -54,8 +54,8 @@ var (
 
 // dapltestOK checks a client's output for the evidence of its test kind.
 func dapltestOK(c dapltestCase, out string) error {
-	if l := dtFailure.FindString(out); l != "" {
-		return fmt.Errorf("output reports %q", l)
+	if l := failLines(out); l != "" {
+		return fmt.Errorf("output reports a failure:\n%s", l)
 	}
 	switch c.kind {
 	case 'T':
@@ -155,7 +155,25 @@ func runDapltest(t *testing.T, transport, srvConf, cliConf, host string, cases [
 		t.Fatalf("dapltest -T Q: %v\n%s", err, tail(out, 20))
 	}
 	out, err := srv.wait()
-	if err != nil || dtFailure.MatchString(out) {
-		t.Fatalf("dapltest server: %v\n%s", err, tail(out, 40))
+	if l := failLines(out); err != nil || l != "" {
+		t.Fatalf("dapltest server: %v\n%s\nits last lines:\n%s", err, l, tail(out, 20))
 	}
+}
+
+// failLines returns the lines of dapltest's output that dtFailure matches (at most 10,
+// numbered), or "".
+func failLines(out string) string {
+	var b strings.Builder
+	n := 0
+	for i, l := range strings.Split(out, "\n") {
+		if !dtFailure.MatchString(l) {
+			continue
+		}
+		if n++; n > 10 {
+			b.WriteString("…\n")
+			break
+		}
+		fmt.Fprintf(&b, "line %d: %s\n", i+1, l)
+	}
+	return b.String()
 }
