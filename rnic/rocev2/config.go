@@ -15,7 +15,10 @@ import (
 type Config struct {
 	MTU roce.MTU // path MTU (0: MTU1024, what a 1500-byte Ethernet gives)
 	// Timeout is the local ACK timeout exponent: 4.096 µs × 2^Timeout, 1..31
-	// (0: 14 ≈ 67 ms; ACKTimeoutInfinite: never time out, the wire's 0).
+	// (0: 14 ≈ 67 ms; ACKTimeoutInfinite: never time out, the wire's 0). Requests
+	// unacknowledged that long are retransmitted. An ACK or response that comes while
+	// the timer runs postpones it by a whole timeout from when it would have expired,
+	// so a retransmission comes one to two timeouts after the last ACK or response.
 	Timeout uint8
 	// RetryCnt is how often a request is retransmitted after an ACK timeout or
 	// a PSN-sequence NAK before the WQE completes with RetryExcErr (0: 7, the

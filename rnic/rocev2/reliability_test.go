@@ -232,6 +232,31 @@ func TestTimeoutLastPacketLost(t *testing.T) {
 	}
 }
 
+// TestTimeoutAfterProgress: the first SEND's ACK restarts the running ACK timeout
+// (armAck records it, and the timer runs again from its deadline), and the lost second
+// SEND is still retransmitted once that restarted timeout runs out.
+func TestTimeoutAfterProgress(t *testing.T) {
+	cfg := testConfig()
+	cfg.Timeout = 8 // 1 ms
+	cli, srv := newPair(t, &pairOpts{cfg: cfg, cliF: Faults{Filter: dropNth(roce.RCSendOnly, 2)}})
+	smr, _ := cli.reg(t, 10, allAccess)
+	rmr, _ := srv.reg(t, 20, allAccess)
+	for i := range 2 {
+		postRecv(t, srv.qp, &rnic.RecvWR{WRID: uint64(i), SGL: []rnic.SGE{rmr.SGE(10*i, 10)}})
+	}
+	for i := range 2 {
+		post(t, cli.qp, &rnic.SendWR{WRID: uint64(i), Opcode: rnic.OpSend, Flags: rnic.Signaled, SGL: []rnic.SGE{smr.SGE(0, 10)}})
+	}
+	for i, c := range wait(t, cli.scq, 2) {
+		if c.Status != 0 || c.WRID != uint64(i) {
+			t.Fatalf("send %d: %+v", i, c)
+		}
+	}
+	if n := cli.qp.Counters().Retransmits.Load(); n != 1 {
+		t.Fatalf("%d retransmissions, want 1", n)
+	}
+}
+
 func TestDuplicateAtomicReplay(t *testing.T) {
 	// The atomic ACK is lost: the requester times out and resends the
 	// request; the responder must answer from its saved result, not add twice.

@@ -30,6 +30,7 @@ type requester struct {
 	retryLeft      uint8
 	rnrLeft        uint8
 	ackDeadline    time.Time
+	ackRestart     bool // armAck restarted the armed ACK timeout: timersLocked moves ackDeadline
 	rnrPending     bool
 	rnrUntil       time.Time
 	rnrPSN         roce.PSN
@@ -82,6 +83,12 @@ func (c *Conn) timersLocked(now time.Time) {
 		c.ackDeadline = time.Time{}
 		return
 	}
+	if c.ackRestart {
+		// Restarted since it was armed (armAck): the timeout runs from now.
+		c.ackRestart = false
+		c.ackDeadline = now.Add(c.tmo)
+		return
+	}
 	// Local ACK timeout (IBTA §9.7.6.1.3): retransmit from the oldest unacknowledged PSN.
 	// With nothing outstanding but a keepalive probe, the probe is what is
 	// retransmitted, and a dead peer exhausts the retries.
@@ -94,7 +101,7 @@ func (c *Conn) timersLocked(now time.Time) {
 	c.lost()
 	c.seek(c.unaPSN)
 	c.seqRetried = false
-	c.ackDeadline = now.Add(c.tmo)
+	c.ackDeadline, c.ackRestart = now.Add(c.tmo), false
 }
 
 // keepalive probes the peer when the connection carried no packet in either
@@ -137,12 +144,19 @@ func (c *Conn) probe(b []byte) []byte {
 	return finish(b, 0, c.local, c.remote)
 }
 
-// armAck sets the local ACK timeout's deadline (IBTA §9.7.6.1.3) from now while requests
-// are unacknowledged, and clears it otherwise; the clock is read only in the first case
-// (an ACK that acknowledges everything, each one of a ping-pong, reads none).
+// armAck (re)starts the local ACK timeout (IBTA §9.7.6.1.3) while requests are
+// unacknowledged, and stops it otherwise. Only a timeout that is not running reads the
+// clock: a restart is recorded (ackRestart), and when the deadline comes the timer runs
+// from then rather than retransmitting (timersLocked). So each ACK or READ response of a
+// stream costs no clock read, and a retransmission comes between one and two timeouts
+// after the last restart rather than exactly one (Config.Timeout).
 func (c *Conn) armAck() {
 	if c.typ != RC || c.tmo == 0 || c.unaPSN == c.maxSent {
-		c.ackDeadline = time.Time{}
+		c.ackDeadline, c.ackRestart = time.Time{}, false
+		return
+	}
+	if !c.ackDeadline.IsZero() {
+		c.ackRestart = true
 		return
 	}
 	c.ackDeadline = time.Now().Add(c.tmo)
