@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/softrnic/softrnic/rnic"
@@ -77,7 +78,7 @@ func repostLoop(ctx context.Context, qp *rnic.QP, cq *rnic.CQ, wr *rnic.RecvWR) 
 		}
 		for _, c := range wc[:k] {
 			if c.Status != rnic.StatusSuccess {
-				return errors.New("receive completed with " + c.Status.String())
+				return fmt.Errorf("completion %+v", c)
 			}
 			if err := qp.PostRecv(wr); err != nil {
 				return err

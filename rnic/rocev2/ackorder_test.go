@@ -9,22 +9,23 @@ import (
 	"github.com/softrnic/softrnic/roce"
 )
 
-// ackWatch is a link that notes, for every ACK it sends, how many completions the
-// watched CQ held at that moment.
-type ackWatch struct {
+// sendWatch is a link that calls on with the packets of each batch it sends (parsed; those
+// that do not parse are left out), under mu, before it sends them.
+type sendWatch struct {
 	Link
-	mu   sync.Mutex
-	cq   *rnic.CQ
-	seen []int
+	mu sync.Mutex
+	on func(batch []roce.Packet)
 }
 
-func (l *ackWatch) Send(bufs [][]byte, dst netip.AddrPort) error {
-	l.mu.Lock()
+func (l *sendWatch) Send(bufs [][]byte, dst netip.AddrPort) error {
+	var batch []roce.Packet
 	for _, b := range bufs {
-		if p, err := roce.ParsePacket(b); err == nil && p.BTH.Opcode() == roce.RCAck && l.cq != nil {
-			l.seen = append(l.seen, l.cq.Len())
+		if p, err := roce.ParsePacket(b); err == nil {
+			batch = append(batch, p)
 		}
 	}
+	l.mu.Lock()
+	l.on(batch)
 	l.mu.Unlock()
 	return l.Link.Send(bufs, dst)
 }
@@ -35,10 +36,20 @@ func (l *ackWatch) Send(bufs [][]byte, dst netip.AddrPort) error {
 // and the sender's SEND ends in retry exhaustion or a flush. (With WaitDrivesReceive a
 // Wait defers the ACK instead: TestDeferredAckSent.)
 func TestAckBeforeRecvCompletion(t *testing.T) {
-	w := &ackWatch{}
+	// seen holds, for every ACK the server sends, how many completions its receive CQ
+	// held at that moment.
+	var cq *rnic.CQ
+	var seen []int
+	w := &sendWatch{on: func(batch []roce.Packet) {
+		for _, p := range batch {
+			if p.BTH.Opcode() == roce.RCAck && cq != nil {
+				seen = append(seen, cq.Len())
+			}
+		}
+	}}
 	cli, srv := newPair(t, &pairOpts{srvWrap: func(l Link) Link { w.Link = l; return w }})
 	w.mu.Lock()
-	w.cq = srv.rcq
+	cq = srv.rcq
 	w.mu.Unlock()
 	rmr, _ := srv.reg(t, 4096, rnic.AccessLocalWrite)
 	smr, _ := cli.reg(t, 4096, rnic.AccessLocalWrite)
@@ -61,15 +72,15 @@ func TestAckBeforeRecvCompletion(t *testing.T) {
 			t.Fatalf("send %d: %+v", i, c)
 		}
 		w.mu.Lock()
-		seen := append([]int(nil), w.seen...)
-		w.seen = w.seen[:0]
+		acks := append([]int(nil), seen...)
+		seen = seen[:0]
 		w.mu.Unlock()
-		if len(seen) == 0 {
+		if len(acks) == 0 {
 			t.Fatalf("send %d: completed with no ACK sent", i)
 		}
-		for _, held := range seen {
+		for _, held := range acks {
 			if held != 0 {
-				t.Fatalf("send %d: an ACK left after %d receive completion(s) were delivered (ACKs seen with %v)", i, held, seen)
+				t.Fatalf("send %d: an ACK left after %d receive completion(s) were delivered (ACKs seen with %v)", i, held, acks)
 			}
 		}
 		if c := wait(t, srv.rcq, 1)[0]; c.Status != rnic.StatusSuccess || c.ByteLen != uint32(n) {
@@ -78,31 +89,18 @@ func TestAckBeforeRecvCompletion(t *testing.T) {
 	}
 }
 
-// opWatch is a link that records the opcodes of each batch it sends.
-type opWatch struct {
-	Link
-	mu      sync.Mutex
-	batches [][]roce.Opcode
-}
-
-func (l *opWatch) Send(bufs [][]byte, dst netip.AddrPort) error {
-	var ops []roce.Opcode
-	for _, b := range bufs {
-		if p, err := roce.ParsePacket(b); err == nil {
-			ops = append(ops, p.BTH.Opcode())
-		}
-	}
-	l.mu.Lock()
-	l.batches = append(l.batches, ops)
-	l.mu.Unlock()
-	return l.Link.Send(bufs, dst)
-}
-
 // TestOwedAckLast: an ACK a Wait deferred (Conn.owedAck) leaves in the batch of the next
 // packets the connection sends, after them: a shorter last datagram joins their UDP GSO
 // run, so an answer and the ACK cross the stack as one.
 func TestOwedAckLast(t *testing.T) {
-	w := &opWatch{}
+	var batches [][]roce.Opcode // the opcodes of each batch the server sends
+	w := &sendWatch{on: func(batch []roce.Packet) {
+		ops := make([]roce.Opcode, len(batch))
+		for i, p := range batch {
+			ops[i] = p.BTH.Opcode()
+		}
+		batches = append(batches, ops)
+	}}
 	cli, srv := newPair(t, &pairOpts{srvWrap: func(l Link) Link { w.Link = l; return w }})
 	rmr, _ := cli.reg(t, 64, rnic.AccessLocalWrite)
 	smr, _ := srv.reg(t, 64, rnic.AccessLocalWrite)
@@ -120,7 +118,7 @@ func TestOwedAckLast(t *testing.T) {
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if len(w.batches) == 0 || len(w.batches[0]) != 2 || w.batches[0][0] != roce.RCSendOnly || w.batches[0][1] != roce.RCAck {
-		t.Fatalf("batches sent: %v, want the first to be SEND Only then the ACK", w.batches)
+	if len(batches) == 0 || len(batches[0]) != 2 || batches[0][0] != roce.RCSendOnly || batches[0][1] != roce.RCAck {
+		t.Fatalf("batches sent: %v, want the first to be SEND Only then the ACK", batches)
 	}
 }
