@@ -84,7 +84,7 @@ func pairOn(b *testing.B, name string, client, server *rnic.Device, ct, st *cm.T
 	if _, err := ct.Dial(ctx, cqp, fmt.Sprintf(dial, ln.Port()), cm.Param{}); err != nil {
 		b.Fatalf("%s: %v", name, err)
 	}
-	src, dst := make([]byte, size), make([]byte, size)
+	src, dst := filled(size), make([]byte, size)
 	smr, _ := cpd.RegMR(src, rnic.AccessLocalWrite)
 	dmr, _ := spd.RegMR(dst, rnic.AccessLocalWrite|rnic.AccessRemoteWrite)
 	return &writePair{name: name, cq: ccq, qp: cqp, wr: rnic.SendWR{Opcode: rnic.OpWrite, Flags: rnic.Signaled,

@@ -119,7 +119,7 @@ type rawStream struct {
 
 func newRawStream(b *testing.B, size int) *rawStream {
 	w, r := tcpPair(b)
-	s := &rawStream{w: w, buf: make([]byte, size), req: make(chan int), done: make(chan struct{})}
+	s := &rawStream{w: w, buf: filled(size), req: make(chan int), done: make(chan struct{})}
 	go func() {
 		rbuf := make([]byte, size)
 		for n := range s.req {
@@ -288,8 +288,8 @@ func sizeName(n int) string {
 func benchOneSided(b *testing.B, op rnic.Opcode, crc bool, size int) {
 	b.StopTimer()
 	cli, srv := connect(b, crc)
-	lbuf := make([]byte, size)
-	rbuf := make([]byte, size)
+	lbuf := filled(size)
+	rbuf := filled(size)
 	lmr, _ := cli.pd.RegMR(lbuf, rnic.AccessLocalWrite)
 	rmr, _ := srv.pd.RegMR(rbuf, rnic.AccessLocalWrite|rnic.AccessRemoteWrite|rnic.AccessRemoteRead)
 	sgl := []rnic.SGE{lmr.SGE(0, size)}
@@ -370,7 +370,7 @@ func benchSend(b *testing.B, crc bool, size int) {
 	b.StopTimer()
 	cli, srv := connect(b, crc)
 	depth := min(512, max(16, (64<<20)/size)) // receives posted (≤ 64 MiB of buffers)
-	sbuf := make([]byte, size)
+	sbuf := filled(size)
 	rbuf := make([]byte, size*depth)
 	smr, _ := cli.pd.RegMR(sbuf, 0)
 	rmr, _ := srv.pd.RegMR(rbuf, rnic.AccessLocalWrite)
@@ -513,7 +513,7 @@ type pingEnd struct {
 // the ratio. It returns the baseline's time and softrnic's. The client's SENDs are
 // unsignaled: its Waits see only the answers.
 func sendPingPong(b *testing.B, size int, cli, srv pingEnd, raw func(k int) time.Duration) (rawT, d time.Duration) {
-	cbuf, sbuf := make([]byte, 2*size), make([]byte, 2*size)
+	cbuf, sbuf := filled(2*size), filled(2*size)
 	cmr, _ := cli.pd.RegMR(cbuf, rnic.AccessLocalWrite)
 	smr, _ := srv.pd.RegMR(sbuf, rnic.AccessLocalWrite)
 	crecv := &rnic.RecvWR{SGL: []rnic.SGE{cmr.SGE(size, size)}}

@@ -104,7 +104,7 @@ func (v *xdpVeth) newXDPEnd(b *testing.B, i int, st *netstack.Stack, crc bool, r
 	if x.tr, err = cm.Open(d, cm.IWARP, addr, o); err != nil {
 		b.Fatal(err)
 	}
-	if x.mr, err = e.pd.RegMR(make([]byte, region), rnic.AccessLocalWrite|rnic.AccessRemoteWrite|rnic.AccessRemoteRead); err != nil {
+	if x.mr, err = e.pd.RegMR(filled(region), rnic.AccessLocalWrite|rnic.AccessRemoteWrite|rnic.AccessRemoteRead); err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { x.tr.Close(); d.Close() })
@@ -273,7 +273,7 @@ func BenchmarkIWARPOverAFXDP(b *testing.B) {
 				xdpConnect(b, xsrv, xcli)
 				xdpConnect(b, ksrv, kcli)
 				raw := rawSink(b, v)
-				buf := make([]byte, size)
+				buf := filled(size)
 				// warm up: windows open, neighbours resolved
 				xcli.writes(b, xsrv, 16, size)
 				kcli.writes(b, ksrv, 16, size)

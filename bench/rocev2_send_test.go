@@ -33,7 +33,7 @@ func benchRoCEv2Send(b *testing.B, dcfg rnic.Config, size int) {
 	cli, srv := roceConnect(b, dcfg)
 	defer cli.close()
 	defer srv.close()
-	local := make([]byte, size)
+	local := filled(size)
 	lmr, _ := cli.pd.RegMR(local, rnic.AccessLocalWrite)
 	// The receiver keeps the QP's 1,024 receives posted, all into one buffer (the bytes
 	// are not checked), and reposts each from its CQ waiter. In the default mode it still

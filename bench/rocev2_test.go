@@ -111,7 +111,7 @@ func sendRaw(b *testing.B, tx *rocev2.UDPLink, dst netip.AddrPort, total int, fr
 	}
 	bufs := make([][]byte, 64)
 	for i := range bufs {
-		bufs[i] = make([]byte, slices.Max(frame))
+		bufs[i] = filled(slices.Max(frame))
 	}
 	for sent, next := 0, 0; sent < total; {
 		k := min(len(bufs), (total-sent+rawPayload-1)/rawPayload)
@@ -203,8 +203,8 @@ func benchRoCEv2OneSided(b *testing.B, op rnic.Opcode, size int) {
 	cli, srv := roceConnect(b, rnic.Config{})
 	defer cli.close()
 	defer srv.close()
-	local := make([]byte, size)
-	remote := make([]byte, size)
+	local := filled(size)
+	remote := filled(size)
 	lmr, _ := cli.pd.RegMR(local, rnic.AccessLocalWrite)
 	rmr, _ := srv.pd.RegMR(remote, rnic.AccessLocalWrite|rnic.AccessRemoteWrite|rnic.AccessRemoteRead)
 	wr := rnic.SendWR{Opcode: op, Flags: rnic.Signaled, SGL: []rnic.SGE{lmr.SGE(0, size)},

@@ -36,7 +36,7 @@ func serveRoCE(dev *rnic.Device, pd *rnic.PD) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	region := make([]byte, 1<<20)
+	region := filled(1 << 20)
 	mr, err := pd.RegMR(region, rnic.AccessLocalWrite|rnic.AccessRemoteWrite|rnic.AccessRemoteRead)
 	if err != nil {
 		return "", err
@@ -84,7 +84,7 @@ func serveRoCE(dev *rnic.Device, pd *rnic.PD) (string, error) {
 // BenchmarkReadLatency2P, over UDP.
 func udpRPC(c *net.UDPConn) {
 	req := make([]byte, 64)
-	resp := make([]byte, 65507)
+	resp := filled(65507)
 	for {
 		n, from, err := c.ReadFromUDPAddrPort(req)
 		if err != nil {
@@ -198,7 +198,7 @@ func benchRoCEv2Write2P(b *testing.B, size int) {
 	if int(cl.rb.Len) < size {
 		b.Fatalf("server region %d bytes, want %d", cl.rb.Len, size)
 	}
-	src := make([]byte, size)
+	src := filled(size)
 	smr, _ := cl.pd.RegMR(src, rnic.AccessLocalWrite)
 	wr := rnic.SendWR{Opcode: rnic.OpWrite, Flags: rnic.Signaled, SGL: []rnic.SGE{smr.SGE(0, size)},
 		RemoteAddr: cl.rb.Addr, RKey: cl.rb.RKey}

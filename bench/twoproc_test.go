@@ -48,10 +48,7 @@ func serveProcess() int {
 	}()
 	pd, _ := dev.AllocPD()
 	cq, _ := dev.CreateCQ(64)
-	region := make([]byte, 1<<20)
-	for i := range region {
-		region[i] = byte(i)
-	}
+	region := filled(1 << 20)
 	mr, err := pd.RegMR(region, rnic.AccessLocalWrite|rnic.AccessRemoteRead|rnic.AccessRemoteWrite)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -93,7 +90,7 @@ func serveProcess() int {
 			go func() {
 				defer c.Close()
 				var req [8]byte
-				resp := make([]byte, 1<<20)
+				resp := filled(1 << 20)
 				for {
 					if _, err := io.ReadFull(c, req[:]); err != nil {
 						return
