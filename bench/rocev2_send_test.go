@@ -53,7 +53,7 @@ func benchRoCEv2Send(b *testing.B, dcfg rnic.Config, size int) {
 	done := make(chan error, 1)
 	go func() { done <- repostLoop(ctx, srv.qp, srv.cq, &rwr) }()
 	wr := rnic.SendWR{Opcode: rnic.OpSend, Flags: rnic.Signaled, SGL: []rnic.SGE{lmr.SGE(0, size)}}
-	roceWriteRun(b, cli.qp, cli.cq, &wr, size, func() float64 { return rawUDPGSO(b, 256<<20, nil) }, nil)
+	roceWriteRun(b, cli.qp, cli.cq, &wr, size, func() float64 { return rawUDPGSO(b, 256<<20, size, nil) }, nil)
 	cancel()
 	if err := <-done; err != nil {
 		b.Fatal(err)

@@ -104,20 +104,28 @@ func writeFrame(size int) []int {
 
 // sendRaw sends total bytes of payload to dst as datagrams of rawPayload bytes of payload,
 // 64 per Send (sendmmsg, GSO): rawPkt bytes each, or, with frame, the sizes of frame
-// over and over (writeFrame).
-func sendRaw(b *testing.B, tx *rocev2.UDPLink, dst netip.AddrPort, total int, frame []int) {
+// over and over (writeFrame). The datagrams are cut one after the other from a source of
+// size bytes (at least 64 datagrams' worth), starting over at its end, so that the
+// baseline reads as much distinct memory as the RoCEv2 operation of size bytes it stands
+// beside reads from its region (a 1 MiB source does not stay in the cache as 64 reused
+// buffers do).
+func sendRaw(b *testing.B, tx *rocev2.UDPLink, dst netip.AddrPort, total, size int, frame []int) {
 	if frame == nil {
 		frame = []int{rawPkt}
 	}
 	bufs := make([][]byte, 64)
-	for i := range bufs {
-		bufs[i] = filled(slices.Max(frame))
-	}
+	src := filled(max(size, len(bufs)*slices.Max(frame)))
+	off := 0
 	for sent, next := 0, 0; sent < total; {
 		k := min(len(bufs), (total-sent+rawPayload-1)/rawPayload)
 		batch := bufs[:k]
 		for i := range batch {
-			batch[i] = batch[i][:frame[(next+i)%len(frame)]]
+			n := frame[(next+i)%len(frame)]
+			if off+n > len(src) {
+				off = 0
+			}
+			batch[i] = src[off : off+n]
+			off += n
 		}
 		if err := tx.Send(batch, dst); err != nil {
 			b.Fatal(err)
@@ -137,9 +145,10 @@ func recvBatch(n int) (bufs [][]byte, sizes []int, from []netip.AddrPort) {
 }
 
 // rawUDPGSO measures loopback UDP goodput for total bytes of payload sent by sendRaw
-// (frame: nil, or the datagram sizes of one message) through the same GSO/GRO socket
-// code, without the transport: the ceiling for RoCEv2.
-func rawUDPGSO(b *testing.B, total int, frame []int) float64 {
+// (frame: nil, or the datagram sizes of one message; size: the RoCEv2 operation's, 0
+// for none) through the same GSO/GRO socket code, without the transport: the ceiling for
+// RoCEv2.
+func rawUDPGSO(b *testing.B, total, size int, frame []int) float64 {
 	tx, err := rocev2.ListenUDP(netip.MustParseAddrPort("127.0.0.1:0"), &roceUDPOpts)
 	if err != nil {
 		b.Fatal(err)
@@ -168,7 +177,7 @@ func rawUDPGSO(b *testing.B, total int, frame []int) float64 {
 		got <- [2]int64{n, last}
 	}()
 	start := time.Now()
-	sendRaw(b, tx, rx.LocalAddr(), total, frame)
+	sendRaw(b, tx, rx.LocalAddr(), total, size, frame)
 	var r [2]int64
 	select {
 	case r = <-got:
@@ -212,9 +221,9 @@ func benchRoCEv2OneSided(b *testing.B, op rnic.Opcode, size int) {
 	var framed func() float64
 	if op == rnic.OpWrite {
 		frame := writeFrame(size)
-		framed = func() float64 { return rawUDPGSO(b, 256<<20, frame) }
+		framed = func() float64 { return rawUDPGSO(b, 256<<20, size, frame) }
 	}
-	roceWriteRun(b, cli.qp, cli.cq, &wr, size, func() float64 { return rawUDPGSO(b, 256<<20, nil) }, framed)
+	roceWriteRun(b, cli.qp, cli.cq, &wr, size, func() float64 { return rawUDPGSO(b, 256<<20, size, nil) }, framed)
 	// Losses over the whole run (warm-up included): the requester's retransmissions and
 	// its window's halvings (rocev2.Config.Window). Loopback loses only where a socket
 	// buffer overflows.
@@ -328,7 +337,7 @@ func BenchmarkRawUDPSizes(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		for k := range cases {
 			j := (k + i) % len(cases)
-			res[j] = append(res[j], rawUDPGSO(b, 256<<20, cases[j].frame))
+			res[j] = append(res[j], rawUDPGSO(b, 256<<20, 0, cases[j].frame))
 		}
 	}
 	for j, c := range cases {

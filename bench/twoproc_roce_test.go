@@ -138,13 +138,13 @@ func udpSink(l *rocev2.UDPLink) {
 
 // rawUDPGSO2P sends total bytes to the server process's sink as rawUDPGSO does (sendRaw)
 // and returns the goodput the sink saw in MB/s.
-func rawUDPGSO2P(b *testing.B, sink netip.AddrPort, total int) float64 {
+func rawUDPGSO2P(b *testing.B, sink netip.AddrPort, total, size int) float64 {
 	tx, err := rocev2.ListenUDP(netip.MustParseAddrPort("127.0.0.1:0"), &roceUDPOpts)
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer tx.Close()
-	sendRaw(b, tx, sink, total, nil)
+	sendRaw(b, tx, sink, total, size, nil)
 	// Ask for the count until an answer comes (a query can be dropped with the data when
 	// the sink's socket buffer is full).
 	answers := make(chan []byte, 1)
@@ -202,7 +202,7 @@ func benchRoCEv2Write2P(b *testing.B, size int) {
 	smr, _ := cl.pd.RegMR(src, rnic.AccessLocalWrite)
 	wr := rnic.SendWR{Opcode: rnic.OpWrite, Flags: rnic.Signaled, SGL: []rnic.SGE{smr.SGE(0, size)},
 		RemoteAddr: cl.rb.Addr, RKey: cl.rb.RKey}
-	roceWriteRun(b, cl.qp, cl.cq, &wr, size, func() float64 { return rawUDPGSO2P(b, sink, 256<<20) }, nil)
+	roceWriteRun(b, cl.qp, cl.cq, &wr, size, func() float64 { return rawUDPGSO2P(b, sink, 256<<20, size) }, nil)
 }
 
 // BenchmarkRoCEv2ReadLatency2P is BenchmarkReadLatency2P over RoCEv2: one 4 KiB RDMA READ
