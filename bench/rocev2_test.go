@@ -102,19 +102,31 @@ func writeFrame(size int) []int {
 	return f
 }
 
+// rawBatch is how many datagrams sendRaw passes to one Send.
+const rawBatch = 64
+
+// rawSource returns the memory sendRaw cuts its datagrams from, written (filled): size
+// bytes, so that the baseline reads as much distinct memory as the RoCEv2 operation of
+// size bytes it stands beside reads from its region (a 1 MiB source does not stay in the
+// cache as a few reused buffers do), and at least one Send's datagrams (frame: their
+// sizes, nil for rawPkt). Made before the baseline's clock starts.
+func rawSource(size int, frame []int) []byte {
+	m := rawPkt
+	if frame != nil {
+		m = slices.Max(frame)
+	}
+	return filled(max(size, rawBatch*m))
+}
+
 // sendRaw sends total bytes of payload to dst as datagrams of rawPayload bytes of payload,
-// 64 per Send (sendmmsg, GSO): rawPkt bytes each, or, with frame, the sizes of frame
-// over and over (writeFrame). The datagrams are cut one after the other from a source of
-// size bytes (at least 64 datagrams' worth), starting over at its end, so that the
-// baseline reads as much distinct memory as the RoCEv2 operation of size bytes it stands
-// beside reads from its region (a 1 MiB source does not stay in the cache as 64 reused
-// buffers do).
-func sendRaw(b *testing.B, tx *rocev2.UDPLink, dst netip.AddrPort, total, size int, frame []int) {
+// rawBatch per Send (sendmmsg, GSO): rawPkt bytes each, or, with frame, the sizes of frame
+// over and over (writeFrame), cut one after the other from src (rawSource), starting over
+// at its end.
+func sendRaw(b *testing.B, tx *rocev2.UDPLink, dst netip.AddrPort, total int, src []byte, frame []int) {
 	if frame == nil {
 		frame = []int{rawPkt}
 	}
-	bufs := make([][]byte, 64)
-	src := filled(max(size, len(bufs)*slices.Max(frame)))
+	bufs := make([][]byte, rawBatch)
 	off := 0
 	for sent, next := 0, 0; sent < total; {
 		k := min(len(bufs), (total-sent+rawPayload-1)/rawPayload)
@@ -149,6 +161,7 @@ func recvBatch(n int) (bufs [][]byte, sizes []int, from []netip.AddrPort) {
 // for none) through the same GSO/GRO socket code, without the transport: the ceiling for
 // RoCEv2.
 func rawUDPGSO(b *testing.B, total, size int, frame []int) float64 {
+	src := rawSource(size, frame)
 	tx, err := rocev2.ListenUDP(netip.MustParseAddrPort("127.0.0.1:0"), &roceUDPOpts)
 	if err != nil {
 		b.Fatal(err)
@@ -177,7 +190,7 @@ func rawUDPGSO(b *testing.B, total, size int, frame []int) float64 {
 		got <- [2]int64{n, last}
 	}()
 	start := time.Now()
-	sendRaw(b, tx, rx.LocalAddr(), total, size, frame)
+	sendRaw(b, tx, rx.LocalAddr(), total, src, frame)
 	var r [2]int64
 	select {
 	case r = <-got:

@@ -139,12 +139,13 @@ func udpSink(l *rocev2.UDPLink) {
 // rawUDPGSO2P sends total bytes to the server process's sink as rawUDPGSO does (sendRaw)
 // and returns the goodput the sink saw in MB/s.
 func rawUDPGSO2P(b *testing.B, sink netip.AddrPort, total, size int) float64 {
+	src := rawSource(size, nil)
 	tx, err := rocev2.ListenUDP(netip.MustParseAddrPort("127.0.0.1:0"), &roceUDPOpts)
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer tx.Close()
-	sendRaw(b, tx, sink, total, size, nil)
+	sendRaw(b, tx, sink, total, src, nil)
 	// Ask for the count until an answer comes (a query can be dropped with the data when
 	// the sink's socket buffer is full).
 	answers := make(chan []byte, 1)
