@@ -27,8 +27,8 @@ func (s *readvState) init() { s.fn, s.iov = s.do, s.small[:] }
 func (s *readvState) do(fd uintptr) bool {
 	for {
 		// One buffer (every read of a small message's FPDU, into the Reader's buffer) is
-		// read(2): the kernel then copies no iovec array in and walks no iovec iterator,
-		// about 0.1 µs a read here (bench/README).
+		// read(2): the kernel then copies no iovec array in and walks no iovec iterator
+		// (bench/README has what that saves).
 		var n uintptr
 		var e syscall.Errno
 		if s.niov == 1 {
