@@ -41,7 +41,9 @@ func Usage(w io.Writer) {
 	-U, -H			latency tests: print every sample unsorted / sorted
 	--report_gbits		report Gb/s instead of MB/s
 	--retry_count n		transport and RNR retries (default 7)
-	-F, -c RC, -i 1, -e, --disable_pcie_relaxed	accepted (no effect)
+	-e, --events		latency tests (iWARP): wait for completions blocked instead of
+				polling (without it: --wait-drives 10ms --spin 200us unless given)
+	-F, -c RC, -i 1, --disable_pcie_relaxed	accepted (no effect)
   softrnic's options:
 	--roce			RoCEv2 (IB transport over UDP 4791, as perftest on rxe) instead of iWARP
 	--bind addr		server: listen on this address (RoCEv2: the link's address,
@@ -122,6 +124,7 @@ func ParseArgs(args []string) (Options, error) {
 	default:
 		return o, fmt.Errorf("unexpected argument %q", operands[1])
 	}
+	o.pollDefaults()
 	o.parsing = true
 	err = o.normalize()
 	o.parsing = false
@@ -165,7 +168,9 @@ func (o *Options) set(a tool.Arg) error {
 		return inRange(&o.GIDIndex, 0, 64, "Gid index")
 	case 'a':
 		o.All = true
-	case 'F', 'e':
+	case 'e':
+		o.Events = true
+	case 'F':
 	case 'c':
 		if a.Value != "RC" {
 			return fmt.Errorf("connection type %s is not supported (only RC)", a.Value)
@@ -254,17 +259,35 @@ func (o *Options) set(a tool.Arg) error {
 		if err != nil {
 			return err
 		}
-		o.WaitDrives = d
+		o.WaitDrives, o.driveSet = d, true
 	case "spin":
 		d, err := tool.ParseDuration(a.Long, a.Value)
 		if err != nil {
 			return err
 		}
-		o.Spin = d
+		o.Spin, o.spinSet = d, true
 	case "bind":
 		o.Bind = a.Value
 	}
 	return nil
+}
+
+// pollDefaults makes an iWARP latency test run without -e poll as perftest does
+// (PollHold, PollSpin), keeping what --wait-drives and --spin gave. RoCEv2 tests and
+// bandwidth tests wait as with -e: a RoCEv2 wait that runs the receive defers its ACKs
+// (rnic.Config.WaitDrivesReceive), and a bandwidth test's completions mostly come from
+// its sender, which a wait running the receive would have to be kicked out of the socket
+// for.
+func (o *Options) pollDefaults() {
+	if !o.Latency || o.Events || o.RoCE {
+		return
+	}
+	if !o.driveSet {
+		o.WaitDrives = PollHold
+	}
+	if !o.spinSet {
+		o.Spin = PollSpin
+	}
 }
 
 // setSize parses -s: a number with an optional K or M suffix.

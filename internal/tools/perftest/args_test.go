@@ -3,6 +3,7 @@ package perftest
 import (
 	"context"
 	"io"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -151,6 +152,33 @@ func TestWaitDrivesOption(t *testing.T) {
 	}
 }
 
+// TestPollDefaults: an iWARP latency test without -e polls (PollHold, PollSpin) unless
+// --wait-drives or --spin says otherwise; -e, bandwidth tests and RoCEv2 do not.
+func TestPollDefaults(t *testing.T) {
+	for _, c := range []struct {
+		args        []string
+		drive, spin time.Duration
+	}{
+		{[]string{"write_lat"}, PollHold, PollSpin},
+		{[]string{"read_lat", "-s", "64"}, PollHold, PollSpin},
+		{[]string{"send_lat", "--wait-drives", "5ms"}, 5 * time.Millisecond, PollSpin},
+		{[]string{"send_lat", "--spin", "50us"}, PollHold, 50 * time.Microsecond},
+		{[]string{"write_lat", "-e"}, 0, 0},
+		{[]string{"write_lat", "--events", "--wait-drives", "5ms"}, 5 * time.Millisecond, 0},
+		{[]string{"write_lat", "--roce"}, 0, 0},
+		{[]string{"write"}, 0, 0},
+		{[]string{"read", "-s", "64"}, 0, 0},
+	} {
+		o, err := ParseArgs(c.args)
+		if err != nil || o.supported() != nil {
+			t.Fatalf("%q: %v, supported %v", c.args, err, o.supported())
+		}
+		if o.WaitDrives != c.drive || o.Spin != c.spin || o.Events != slices.ContainsFunc(c.args, func(a string) bool { return a == "-e" || a == "--events" }) {
+			t.Errorf("%q: WaitDrives %v Spin %v Events %v, want %v %v", c.args, o.WaitDrives, o.Spin, o.Events, c.drive, c.spin)
+		}
+	}
+}
+
 // TestSpinOption: --spin sets the device's ReceiveSpin beside --wait-drives, and is
 // refused without it and over RoCEv2.
 func TestSpinOption(t *testing.T) {
@@ -158,7 +186,7 @@ func TestSpinOption(t *testing.T) {
 	if err != nil || o.Spin != 200*time.Microsecond || o.supported() != nil {
 		t.Fatalf("parsed %+v, %v, %v", o, err, o.supported())
 	}
-	for _, args := range [][]string{{"read_lat", "--spin", "200us"}, {"read_lat", "--roce", "--spin", "200us"},
+	for _, args := range [][]string{{"read_lat", "-e", "--spin", "200us"}, {"read", "--spin", "200us"}, {"read_lat", "--roce", "--spin", "200us"},
 		{"read_lat", "--roce", "--wait-drives", "10ms", "--spin", "200us"}} {
 		if o, err := ParseArgs(args); err != nil || o.supported() == nil {
 			t.Fatalf("%q: %v, supported %v", args, err, o.supported())

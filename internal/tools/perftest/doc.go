@@ -10,6 +10,13 @@
 // (latency samples). Atomics run over RoCEv2 only (iWARP's RFC 7306 atomics are not in
 // siw; the test is refused with a one-line reason).
 //
+// Waiting: perftest busy-polls its CQ unless -e is given, and so does an iWARP latency
+// test here without -e: its waits read the socket themselves and busy-poll it before
+// they block (--wait-drives and --spin, defaults PollHold and PollSpin), so that a
+// message reaches the test with no thread wake-up, as a completion reaches perftest. With
+// -e, and in bandwidth and RoCEv2 tests, a wait blocks until the connection's goroutine
+// completes the work.
+//
 // Connections (conn.go): over iWARP every connection is an rdma_cm one (-R is implied):
 // the communication connection first, then one data connection per QP, all to the same
 // port. Over RoCEv2 (--roce) -R does the same with the IB CM; without it the exchange is
@@ -52,7 +59,7 @@
 // wrong size on the rdma_cm exchange, a peer sending more messages than -n, an iWARP
 // peer that never sends first to an ib_write_lat server) with a one-line reason, and
 // gives up after --idle (default 2 min) without a message or data from the peer, so a
-// mismatch never hangs. Not supported: UD/UC/XRC/DC connection types, SRQ, events,
+// mismatch never hangs. Not supported: UD/UC/XRC/DC connection types, SRQ,
 // post lists, inline sizes, --run_infinitely, dual port; the remote address does not
 // walk through the cycle buffer (it only matters for CPU caches).
 package perftest

@@ -274,6 +274,9 @@ func TestLatLoopback(t *testing.T) {
 		{"write_lat", false, []string{"-n", "300"}},
 		{"read_lat", false, []string{"-n", "300", "-s", "64"}},
 		{"send_lat", false, []string{"-n", "300", "-s", "100"}},
+		{"write_lat", false, []string{"-e", "-n", "300"}},
+		{"read_lat", false, []string{"-e", "-n", "300", "-s", "64"}},
+		{"send_lat", false, []string{"-e", "-n", "300", "-s", "100"}},
 		{"read_lat", false, []string{"-n", "300", "-s", "64", "--wait-drives", "5ms"}},
 		{"send_lat", false, []string{"-n", "300", "-s", "100", "--wait-drives", "5ms"}},
 		{"read_lat", false, []string{"-n", "300", "-s", "64", "--wait-drives", "5ms", "--spin", "100us"}},
@@ -307,14 +310,16 @@ func TestLatLoopback(t *testing.T) {
 			if !strings.Contains(r.cliOut, latHeader+"\n") {
 				t.Errorf("client output:\n%s", r.cliOut)
 			}
-			if slices.Contains(c.args, "--wait-drives") {
+			// Waits run the receive with --wait-drives, and in an iWARP test without -e
+			// (perftest's polling, PollHold).
+			if slices.Contains(c.args, "--wait-drives") || (!c.roce && !slices.Contains(c.args, "-e")) {
 				// The mode took effect: waits ran the receive themselves, on each side
 				// that waits for messages (read_lat's server only serves).
 				if r.cliStats.WaitsDriven == 0 || (c.test != "read_lat" && r.srvStats.WaitsDriven == 0) {
 					t.Errorf("waits that ran the receive: client %d, server %d", r.cliStats.WaitsDriven, r.srvStats.WaitsDriven)
 				}
 			} else if r.cliStats.WaitsDriven != 0 || r.srvStats.WaitsDriven != 0 {
-				t.Errorf("waits ran the receive without --wait-drives: client %d, server %d", r.cliStats.WaitsDriven, r.srvStats.WaitsDriven)
+				t.Errorf("waits ran the receive with -e or over RoCEv2 without --wait-drives: client %d, server %d", r.cliStats.WaitsDriven, r.srvStats.WaitsDriven)
 			}
 		})
 	}
