@@ -1,0 +1,242 @@
+package bench
+
+import (
+	"encoding/binary"
+	"errors"
+	"io"
+	"net"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/softrnic/softrnic/ddp"
+	"github.com/softrnic/softrnic/mpa"
+	"github.com/softrnic/softrnic/rdmap"
+)
+
+// BenchmarkLatencyFloor is a model of the least per-message work an iWARP SEND ping-pong
+// needs in Go, beside the same TCP ping-pong as BenchmarkLatency: what softrnic's 64 B
+// round trip would cost with nothing but that work (bench/README.md compares the two). It
+// is not softrnic: each side is one goroutine on one socket, in the structure of the
+// drive mode (Config.WaitDrivesReceive: the goroutine waiting for a completion reads the
+// socket), and per message it
+//   - posts a receive buffer into a mutex-guarded ring (the RQ);
+//   - builds an MPA FPDU around a DDP untagged header for an RDMAP Send (ddp.Untagged.Init,
+//     mpa.PadLen; the CRC field zero, as with CRC off: 88 bytes for 64) and writes it with
+//     write(2) through the socket's RawConn;
+//   - reads with read(2) through the RawConn into a 512-byte buffer until the FPDU is
+//     there, checks its header (rdmap.CheckSegment), takes the receive from the ring,
+//     copies the payload into it and queues a completion in a mutex-guarded ring (the CQ),
+//     which it then takes.
+//
+// So the same system calls as the baseline and softrnic's drive mode (a write, a read
+// that finds the socket empty and one that finds the message, per message), and some 5
+// mutex round trips. No QP state, no flow control, no hand-over of the receive between
+// goroutines, no connection teardown: what a leaner design than softrnic's would still
+// do.
+func BenchmarkLatencyFloor(b *testing.B) {
+	b.Run("64B", func(b *testing.B) {
+		b.StopTimer()
+		const size = 64
+		a, c := tcpPair(b)
+		cli, srv := newFloorEnd(a, size), newFloorEnd(c, size)
+		n := b.N
+		errc := make(chan error, 1)
+		go func() { // echo server
+			for i := 0; i < n; i++ {
+				srv.postRecv()
+				if err := srv.wait(); err != nil {
+					errc <- err
+					return
+				}
+				if err := srv.send(); err != nil {
+					errc <- err
+					return
+				}
+			}
+			errc <- nil
+		}()
+		var raw, d time.Duration
+		b.SetBytes(size)
+		b.ReportAllocs()
+		for _, k := range rounds(n) {
+			raw += rawPingPong(b, k, size)
+			b.StartTimer()
+			t0 := time.Now()
+			for i := 0; i < k; i++ {
+				cli.postRecv()
+				if err := cli.send(); err != nil {
+					b.Fatal(err)
+				}
+				if err := cli.wait(); err != nil {
+					b.Fatal(err)
+				}
+			}
+			d += time.Since(t0)
+			b.StopTimer()
+		}
+		if err := <-errc; err != nil {
+			b.Fatal(err)
+		}
+		report(b, raw, d, size, true)
+	})
+}
+
+// floorEnd is one side of BenchmarkLatencyFloor's model.
+type floorEnd struct {
+	rc syscall.RawConn
+
+	// the read: rbuf[r:w] is read and not yet consumed
+	rbuf [512]byte
+	r, w int
+	rdst []byte
+	rn   int
+	rerr error
+	rfn  func(fd uintptr) bool
+
+	// the write
+	wsrc []byte
+	werr error
+	wfn  func(fd uintptr) bool
+
+	mu       sync.Mutex // the QP: its RQ and MSN
+	rq       [4][]byte
+	rqh, rqt int
+	msn      ddp.MSN
+
+	cqmu     sync.Mutex // the CQ
+	cq       [4]int     // completed lengths
+	cqh, cqt int
+
+	src, dst []byte // registered memory: the message sent, the buffer posted
+	fpdu     []byte
+}
+
+func newFloorEnd(c net.Conn, size int) *floorEnd {
+	e := &floorEnd{src: filled(size), dst: make([]byte, size)}
+	e.rc, _ = c.(*net.TCPConn).SyscallConn()
+	e.rfn, e.wfn = e.readFn, e.writeFn
+	e.fpdu = make([]byte, mpa.FPDULen(ddp.UntaggedLen+size))
+	return e
+}
+
+func (e *floorEnd) readFn(fd uintptr) bool {
+	for {
+		n, err := syscall.Read(int(fd), e.rdst)
+		switch err {
+		case syscall.EINTR:
+			continue
+		case syscall.EAGAIN:
+			return false
+		}
+		e.rn, e.rerr = n, err
+		return true
+	}
+}
+
+func (e *floorEnd) writeFn(fd uintptr) bool {
+	for {
+		_, err := syscall.Write(int(fd), e.wsrc)
+		switch err {
+		case syscall.EINTR:
+			continue
+		case syscall.EAGAIN:
+			return false
+		}
+		e.werr = err
+		return true
+	}
+}
+
+// fill reads until at least need bytes are buffered.
+func (e *floorEnd) fill(need int) error {
+	if e.r == e.w {
+		e.r, e.w = 0, 0
+	}
+	for e.w-e.r < need {
+		e.rdst = e.rbuf[e.w:]
+		if err := e.rc.Read(e.rfn); err != nil {
+			return err
+		}
+		if e.rerr != nil {
+			return e.rerr
+		}
+		if e.rn == 0 {
+			return io.ErrUnexpectedEOF
+		}
+		e.w += e.rn
+	}
+	return nil
+}
+
+func (e *floorEnd) postRecv() {
+	e.mu.Lock()
+	e.rq[e.rqt%len(e.rq)] = e.dst
+	e.rqt++
+	e.mu.Unlock()
+}
+
+// send builds the Send's FPDU and writes it.
+func (e *floorEnd) send() error {
+	e.mu.Lock()
+	e.msn++
+	msn := e.msn
+	e.mu.Unlock()
+	ulpdu := ddp.UntaggedLen + len(e.src)
+	f := e.fpdu
+	binary.BigEndian.PutUint16(f, uint16(ulpdu))
+	ddp.Untagged(f[mpa.LengthLen:]).Init(true, rdmap.Control(rdmap.OpSend), 0, 0, msn, 0)
+	copy(f[mpa.LengthLen+ddp.UntaggedLen:], e.src)
+	clear(f[mpa.LengthLen+ulpdu:]) // pad and CRC field
+	e.wsrc = f
+	if err := e.rc.Write(e.wfn); err != nil {
+		return err
+	}
+	return e.werr
+}
+
+var errFloorHeader = errors.New("floor model: unexpected header")
+
+// wait receives FPDUs until a completion is queued, and takes it.
+func (e *floorEnd) wait() error {
+	for {
+		e.cqmu.Lock()
+		if e.cqh != e.cqt {
+			e.cqh++
+			e.cqmu.Unlock()
+			return nil
+		}
+		e.cqmu.Unlock()
+		if err := e.fill(mpa.LengthLen); err != nil {
+			return err
+		}
+		ulpdu := int(binary.BigEndian.Uint16(e.rbuf[e.r:]))
+		total := mpa.FPDULen(ulpdu)
+		if ulpdu < ddp.UntaggedLen || total > len(e.rbuf) {
+			return errFloorHeader
+		}
+		if err := e.fill(total); err != nil {
+			return err
+		}
+		h := e.rbuf[e.r+mpa.LengthLen : e.r+mpa.LengthLen+ulpdu]
+		op, hl, err := rdmap.CheckSegment(h)
+		if err != nil || op != rdmap.OpSend || hl != ddp.UntaggedLen {
+			return errFloorHeader
+		}
+		e.mu.Lock()
+		if e.rqh == e.rqt {
+			e.mu.Unlock()
+			return errFloorHeader
+		}
+		dst := e.rq[e.rqh%len(e.rq)]
+		e.rqh++
+		e.mu.Unlock()
+		m := copy(dst, h[hl:])
+		e.r += total
+		e.cqmu.Lock()
+		e.cq[e.cqt%len(e.cq)] = m
+		e.cqt++
+		e.cqmu.Unlock()
+	}
+}
