@@ -31,8 +31,8 @@ import (
 //     which it then takes.
 //
 // So the same system calls as the baseline and softrnic's drive mode (a write, a read
-// that finds the socket empty and one that finds the message, per message), and some 5
-// mutex round trips. No QP state, no flow control, no hand-over of the receive between
+// that finds the socket empty and one that finds the message, per message), and six
+// mutex round trips per message on each side. No QP state, no flow control, no hand-over of the receive between
 // goroutines, no connection teardown: what a leaner design than softrnic's would still
 // do.
 func BenchmarkLatencyFloor(b *testing.B) {
@@ -85,20 +85,10 @@ func BenchmarkLatencyFloor(b *testing.B) {
 
 // floorEnd is one side of BenchmarkLatencyFloor's model.
 type floorEnd struct {
-	rc syscall.RawConn
+	rd, wr rawIO
 
-	// the read: rbuf[r:w] is read and not yet consumed
-	rbuf [512]byte
+	rbuf [512]byte // rbuf[r:w] is read and not yet consumed
 	r, w int
-	rdst []byte
-	rn   int
-	rerr error
-	rfn  func(fd uintptr) bool
-
-	// the write
-	wsrc []byte
-	werr error
-	wfn  func(fd uintptr) bool
 
 	mu       sync.Mutex // the QP: its RQ and MSN
 	rq       [4][]byte
@@ -114,37 +104,47 @@ type floorEnd struct {
 }
 
 func newFloorEnd(c net.Conn, size int) *floorEnd {
-	e := &floorEnd{src: filled(size), dst: make([]byte, size)}
-	e.rc, _ = c.(*net.TCPConn).SyscallConn()
-	e.rfn, e.wfn = e.readFn, e.writeFn
+	rc, _ := c.(*net.TCPConn).SyscallConn()
+	e := &floorEnd{rd: rawIO{wait: rc.Read, sys: syscall.Read}, wr: rawIO{wait: rc.Write, sys: syscall.Write},
+		src: filled(size), dst: make([]byte, size)}
 	e.fpdu = make([]byte, mpa.FPDULen(ddp.UntaggedLen+size))
 	return e
 }
 
-func (e *floorEnd) readFn(fd uintptr) bool {
-	for {
-		n, err := syscall.Read(int(fd), e.rdst)
-		switch err {
-		case syscall.EINTR:
-			continue
-		case syscall.EAGAIN:
-			return false
-		}
-		e.rn, e.rerr = n, err
-		return true
-	}
+// rawIO is one read(2) or write(2) through a RawConn, as softrnic's receive and send make
+// them (a method value made once, its argument and results kept here), waiting in the
+// runtime's poller while the socket is not ready.
+type rawIO struct {
+	wait func(func(fd uintptr) bool) error   // the RawConn's Read or Write
+	sys  func(fd int, p []byte) (int, error) // syscall.Read or syscall.Write
+	p    []byte
+	n    int
+	err  error
+	fn   func(fd uintptr) bool // call, made at the first do
 }
 
-func (e *floorEnd) writeFn(fd uintptr) bool {
+// do makes the call on p once the socket is ready.
+func (x *rawIO) do(p []byte) (int, error) {
+	if x.fn == nil {
+		x.fn = x.call
+	}
+	x.p = p
+	if err := x.wait(x.fn); err != nil {
+		return 0, err
+	}
+	return x.n, x.err
+}
+
+func (x *rawIO) call(fd uintptr) bool {
 	for {
-		_, err := syscall.Write(int(fd), e.wsrc)
+		n, err := x.sys(int(fd), x.p)
 		switch err {
 		case syscall.EINTR:
 			continue
 		case syscall.EAGAIN:
 			return false
 		}
-		e.werr = err
+		x.n, x.err = n, err
 		return true
 	}
 }
@@ -155,17 +155,14 @@ func (e *floorEnd) fill(need int) error {
 		e.r, e.w = 0, 0
 	}
 	for e.w-e.r < need {
-		e.rdst = e.rbuf[e.w:]
-		if err := e.rc.Read(e.rfn); err != nil {
+		n, err := e.rd.do(e.rbuf[e.w:])
+		if err != nil {
 			return err
 		}
-		if e.rerr != nil {
-			return e.rerr
-		}
-		if e.rn == 0 {
+		if n == 0 {
 			return io.ErrUnexpectedEOF
 		}
-		e.w += e.rn
+		e.w += n
 	}
 	return nil
 }
@@ -189,11 +186,8 @@ func (e *floorEnd) send() error {
 	ddp.Untagged(f[mpa.LengthLen:]).Init(true, rdmap.Control(rdmap.OpSend), 0, 0, msn, 0)
 	copy(f[mpa.LengthLen+ddp.UntaggedLen:], e.src)
 	clear(f[mpa.LengthLen+ulpdu:]) // pad and CRC field
-	e.wsrc = f
-	if err := e.rc.Write(e.wfn); err != nil {
-		return err
-	}
-	return e.werr
+	_, err := e.wr.do(f)
+	return err
 }
 
 var errFloorHeader = errors.New("floor model: unexpected header")
