@@ -42,26 +42,23 @@ func BenchmarkLatencyFloor(b *testing.B) {
 		a, c := tcpPair(b)
 		cli, srv := newFloorEnd(a, size), newFloorEnd(c, size)
 		n := b.N
+		runRaw, runSoft := sides()
 		errc := make(chan error, 1)
-		go func() { // echo server
-			for i := 0; i < n; i++ {
-				srv.postRecv()
-				if err := srv.wait(); err != nil {
-					errc <- err
-					return
-				}
-				if err := srv.send(); err != nil {
-					errc <- err
-					return
-				}
-			}
-			errc <- nil
-		}()
+		if runSoft {
+			go srv.echo(n, errc)
+		} else {
+			errc <- nil // no rounds to answer
+		}
 		var raw, d time.Duration
 		b.SetBytes(size)
 		b.ReportAllocs()
 		for _, k := range rounds(n) {
-			raw += rawPingPong(b, k, size)
+			if runRaw {
+				raw += rawPingPong(b, k, size)
+			}
+			if !runSoft {
+				continue
+			}
 			b.StartTimer()
 			t0 := time.Now()
 			for i := 0; i < k; i++ {
@@ -81,6 +78,22 @@ func BenchmarkLatencyFloor(b *testing.B) {
 		}
 		report(b, raw, d, size, true)
 	})
+}
+
+// echo answers n messages, each with one of its own, and sends the outcome to errc.
+func (e *floorEnd) echo(n int, errc chan<- error) {
+	for i := 0; i < n; i++ {
+		e.postRecv()
+		if err := e.wait(); err != nil {
+			errc <- err
+			return
+		}
+		if err := e.send(); err != nil {
+			errc <- err
+			return
+		}
+	}
+	errc <- nil
 }
 
 // floorEnd is one side of BenchmarkLatencyFloor's model.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"slices"
 	"strconv"
 	"sync/atomic"
@@ -187,12 +188,26 @@ func (k *bulkBaseline) run(b *testing.B, n int) {
 // report adds the bulk baseline's rate and softrnic's ratio to it, softrnic having taken
 // d for b.N operations.
 func (k *bulkBaseline) report(b *testing.B, d time.Duration) {
-	if k == nil || k.d <= 0 {
+	if k == nil || k.d <= 0 || d <= 0 {
 		return
 	}
 	bulk := float64(k.bytes) / k.d.Seconds() / 1e6
 	b.ReportMetric(bulk, "tcp-bulk-MB/s")
 	b.ReportMetric(float64(k.size)*float64(b.N)/d.Seconds()/1e6/bulk, "x-tcp-bulk")
+}
+
+// onlyEnv, "soft" or "raw", makes the benchmarks that alternate rounds of softrnic and of
+// its baseline (rounds) run one side's rounds only, to profile or count one side apart:
+// `SOFTRNIC_BENCH_ONLY=soft perf stat ./bench.test -test.bench ...`. Their ratios are then
+// not reported. The latency and one-sided WRITE/READ/SEND benchmarks and
+// BenchmarkLatencyFloor read it.
+const onlyEnv = "SOFTRNIC_BENCH_ONLY"
+
+// sides reports whether an alternating benchmark runs its baseline's rounds (raw) and its
+// softrnic ones (soft): both unless onlyEnv names one.
+func sides() (raw, soft bool) {
+	only := os.Getenv(onlyEnv)
+	return only != "soft", only != "raw"
 }
 
 // rounds splits b.N into alternating chunks of baseline and softrnic work so that the
@@ -234,15 +249,20 @@ func rawPingPong(b *testing.B, n, size int) time.Duration {
 	return time.Since(t0)
 }
 
-// report adds the same-run raw TCP baseline and the ratio (>1: faster than raw TCP).
+// report adds the same-run raw TCP baseline and the ratio (>1: faster than raw TCP); with
+// one side only (onlyEnv), the baseline when it ran and no ratio.
 func report(b *testing.B, raw, rdma time.Duration, size int, latency bool) {
-	if latency {
-		b.ReportMetric(float64(raw.Nanoseconds())/float64(b.N), "tcp-ns/op")
-		b.ReportMetric(raw.Seconds()/rdma.Seconds(), "x-tcp")
+	if raw <= 0 {
 		return
 	}
-	b.ReportMetric(float64(size)*float64(b.N)/raw.Seconds()/1e6, "tcp-MB/s")
-	b.ReportMetric(raw.Seconds()/rdma.Seconds(), "x-tcp")
+	if latency {
+		b.ReportMetric(float64(raw.Nanoseconds())/float64(b.N), "tcp-ns/op")
+	} else {
+		b.ReportMetric(float64(size)*float64(b.N)/raw.Seconds()/1e6, "tcp-MB/s")
+	}
+	if rdma > 0 {
+		b.ReportMetric(raw.Seconds()/rdma.Seconds(), "x-tcp")
+	}
 }
 
 const window = 256 // outstanding work requests
@@ -301,9 +321,15 @@ func benchOneSided(b *testing.B, op rnic.Opcode, crc bool, size int) {
 	b.SetBytes(int64(size))
 	b.ReportAllocs()
 	var raw, d time.Duration
+	runRaw, runSoft := sides()
 	for _, n := range rounds(b.N) {
-		raw += rs.run(b, n)
-		bulk.run(b, n)
+		if runRaw {
+			raw += rs.run(b, n)
+			bulk.run(b, n)
+		}
+		if !runSoft {
+			continue
+		}
 		b.StartTimer()
 		t0 := time.Now()
 		// Signal every signalEvery-th WR; keep at most window in flight.
@@ -412,9 +438,15 @@ func benchSend(b *testing.B, crc bool, size int) {
 	b.ReportAllocs()
 	var raw, d time.Duration
 	sent := 0
+	runRaw, runSoft := sides()
 	for _, n := range rounds(b.N) {
-		raw += rs.run(b, n)
-		bulk.run(b, n)
+		if runRaw {
+			raw += rs.run(b, n)
+			bulk.run(b, n)
+		}
+		if !runSoft {
+			continue
+		}
 		b.StartTimer()
 		t0 := time.Now()
 		inflight := 0
@@ -537,8 +569,14 @@ func sendPingPong(b *testing.B, size int, cli, srv pingEnd, raw func(k int) time
 	var wc [1]rnic.Completion
 	b.SetBytes(int64(size))
 	b.ReportAllocs()
+	runRaw, runSoft := sides()
 	for _, k := range rounds(n) {
-		rawT += raw(k)
+		if runRaw {
+			rawT += raw(k)
+		}
+		if !runSoft {
+			continue
+		}
 		b.StartTimer()
 		t0 := time.Now()
 		for i := 0; i < k; i++ {
