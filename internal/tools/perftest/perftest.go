@@ -157,11 +157,9 @@ func (o Options) LinkOptions() hostlink.Options { return o.Link }
 // PollHold and PollSpin are what an iWARP latency test run without -e polls with: its
 // waits read the socket themselves (Options.WaitDrives) and busy-poll it for PollSpin
 // before they block (Options.Spin), the nearest softrnic has to perftest's busy-polling
-// of a hardware CQ, which perftest does unless -e is given. On the 2026-11-30 host (two
-// processes over loopback, `softrnic perftest write_lat -s 64 -n 5000`, server with
-// --bind 127.0.0.1) the typical 64 B latency was 4.08 µs polling against 28.99 µs with
-// -e's waits; read_lat 8.04 against 11.06, send_lat 4.51 against 7.97. A spinning
-// receive keeps a CPU busy for up to PollSpin each time it finds its socket empty.
+// of a hardware CQ, which perftest does unless -e is given (bench/README.md has what it
+// is worth between two processes). A spinning receive keeps a CPU busy for up to PollSpin
+// each time it finds its socket empty.
 const (
 	PollHold = 10 * time.Millisecond
 	PollSpin = 200 * time.Microsecond
