@@ -210,6 +210,28 @@ func sides() (raw, soft bool) {
 	return only != "soft", only != "raw"
 }
 
+// alternateRounds splits n operations into rounds and runs each round's k on both sides, the
+// baseline's first (raw, which times itself with the benchmark timer stopped), then
+// softrnic's (soft, timed here with the timer running); onlyEnv leaves a side out. It
+// returns each side's total time.
+func alternateRounds(b *testing.B, n int, raw func(k int) time.Duration, soft func(k int)) (rawT, softT time.Duration) {
+	runRaw, runSoft := sides()
+	for _, k := range rounds(n) {
+		if runRaw {
+			rawT += raw(k)
+		}
+		if !runSoft {
+			continue
+		}
+		b.StartTimer()
+		t0 := time.Now()
+		soft(k)
+		softT += time.Since(t0)
+		b.StopTimer()
+	}
+	return rawT, softT
+}
+
 // rounds splits b.N into alternating chunks of baseline and softrnic work so that the
 // (noisy, shared) machine's load affects both equally.
 func rounds(n int) []int {
@@ -320,18 +342,11 @@ func benchOneSided(b *testing.B, op rnic.Opcode, crc bool, size int) {
 	bulk := newBulkBaseline(b, size)
 	b.SetBytes(int64(size))
 	b.ReportAllocs()
-	var raw, d time.Duration
-	runRaw, runSoft := sides()
-	for _, n := range rounds(b.N) {
-		if runRaw {
-			raw += rs.run(b, n)
-			bulk.run(b, n)
-		}
-		if !runSoft {
-			continue
-		}
-		b.StartTimer()
-		t0 := time.Now()
+	raw, d := alternateRounds(b, b.N, func(n int) time.Duration {
+		t := rs.run(b, n)
+		bulk.run(b, n)
+		return t
+	}, func(n int) {
 		// Signal every signalEvery-th WR; keep at most window in flight.
 		inflight := 0 // signaled WRs outstanding
 		for i := 0; i < n; i++ {
@@ -358,9 +373,7 @@ func benchOneSided(b *testing.B, op rnic.Opcode, crc bool, size int) {
 		for inflight > 0 {
 			inflight -= p.poll(b)
 		}
-		d += time.Since(t0)
-		b.StopTimer()
-	}
+	})
 	report(b, raw, d, size, false)
 	bulk.report(b, d)
 }
@@ -436,19 +449,12 @@ func benchSend(b *testing.B, crc bool, size int) {
 	bulk := newBulkBaseline(b, size)
 	b.SetBytes(int64(size))
 	b.ReportAllocs()
-	var raw, d time.Duration
 	sent := 0
-	runRaw, runSoft := sides()
-	for _, n := range rounds(b.N) {
-		if runRaw {
-			raw += rs.run(b, n)
-			bulk.run(b, n)
-		}
-		if !runSoft {
-			continue
-		}
-		b.StartTimer()
-		t0 := time.Now()
+	raw, d := alternateRounds(b, b.N, func(n int) time.Duration {
+		t := rs.run(b, n)
+		bulk.run(b, n)
+		return t
+	}, func(n int) {
 		inflight := 0
 		for i := 0; i < n; i++ {
 			for int64(sent) >= posted.Load() {
@@ -475,9 +481,7 @@ func benchSend(b *testing.B, crc bool, size int) {
 		for posted.Load() < int64(sent+depth) { // every message received
 			time.Sleep(5 * time.Microsecond)
 		}
-		d += time.Since(t0)
-		b.StopTimer()
-	}
+	})
 	close(stop)
 	<-srvDone
 	report(b, raw, d, size, false)
@@ -569,16 +573,7 @@ func sendPingPong(b *testing.B, size int, cli, srv pingEnd, raw func(k int) time
 	var wc [1]rnic.Completion
 	b.SetBytes(int64(size))
 	b.ReportAllocs()
-	runRaw, runSoft := sides()
-	for _, k := range rounds(n) {
-		if runRaw {
-			rawT += raw(k)
-		}
-		if !runSoft {
-			continue
-		}
-		b.StartTimer()
-		t0 := time.Now()
+	return alternateRounds(b, n, raw, func(k int) {
 		for i := 0; i < k; i++ {
 			_ = cli.qp.PostRecv(crecv)
 			if err := cli.qp.PostSend(csend); err != nil {
@@ -588,8 +583,5 @@ func sendPingPong(b *testing.B, size int, cli, srv pingEnd, raw func(k int) time
 				b.Fatal(err, wc[0])
 			}
 		}
-		d += time.Since(t0)
-		b.StopTimer()
-	}
-	return rawT, d
+	})
 }
