@@ -42,25 +42,16 @@ func BenchmarkLatencyFloor(b *testing.B) {
 		a, c := tcpPair(b)
 		cli, srv := newFloorEnd(a, size), newFloorEnd(c, size)
 		n := b.N
-		runRaw, runSoft := sides()
+		_, runSoft := sides()
 		errc := make(chan error, 1)
 		if runSoft {
 			go srv.echo(n, errc)
 		} else {
 			errc <- nil // no rounds to answer
 		}
-		var raw, d time.Duration
 		b.SetBytes(size)
 		b.ReportAllocs()
-		for _, k := range rounds(n) {
-			if runRaw {
-				raw += rawPingPong(b, k, size)
-			}
-			if !runSoft {
-				continue
-			}
-			b.StartTimer()
-			t0 := time.Now()
+		raw, d := alternateRounds(b, n, func(k int) time.Duration { return rawPingPong(b, k, size) }, func(k int) {
 			for i := 0; i < k; i++ {
 				cli.postRecv()
 				if err := cli.send(); err != nil {
@@ -70,9 +61,7 @@ func BenchmarkLatencyFloor(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
-			d += time.Since(t0)
-			b.StopTimer()
-		}
+		})
 		if err := <-errc; err != nil {
 			b.Fatal(err)
 		}
@@ -80,15 +69,17 @@ func BenchmarkLatencyFloor(b *testing.B) {
 	})
 }
 
-// echo answers n messages, each with one of its own, and sends the outcome to errc.
+// echo answers n messages, each with one of its own, and sends the outcome to errc; on
+// an error it closes its connection, so the other side's wait fails instead of hanging.
 func (e *floorEnd) echo(n int, errc chan<- error) {
 	for i := 0; i < n; i++ {
 		e.postRecv()
-		if err := e.wait(); err != nil {
-			errc <- err
-			return
+		err := e.wait()
+		if err == nil {
+			err = e.send()
 		}
-		if err := e.send(); err != nil {
+		if err != nil {
+			e.conn.Close()
 			errc <- err
 			return
 		}
@@ -98,6 +89,7 @@ func (e *floorEnd) echo(n int, errc chan<- error) {
 
 // floorEnd is one side of BenchmarkLatencyFloor's model.
 type floorEnd struct {
+	conn   net.Conn
 	rd, wr rawIO
 
 	rbuf [512]byte // rbuf[r:w] is read and not yet consumed
@@ -118,7 +110,7 @@ type floorEnd struct {
 
 func newFloorEnd(c net.Conn, size int) *floorEnd {
 	rc, _ := c.(*net.TCPConn).SyscallConn()
-	e := &floorEnd{rd: rawIO{wait: rc.Read, sys: syscall.Read}, wr: rawIO{wait: rc.Write, sys: syscall.Write},
+	e := &floorEnd{conn: c, rd: rawIO{wait: rc.Read, sys: syscall.Read}, wr: rawIO{wait: rc.Write, sys: syscall.Write},
 		src: filled(size), dst: make([]byte, size)}
 	e.fpdu = make([]byte, mpa.FPDULen(ddp.UntaggedLen+size))
 	return e
@@ -204,14 +196,20 @@ func (e *floorEnd) send() error {
 }
 
 var errFloorHeader = errors.New("floor model: unexpected header")
+var errFloorLength = errors.New("floor model: completion of an unexpected length")
 
-// wait receives FPDUs until a completion is queued, and takes it.
+// wait receives FPDUs until a completion is queued, and takes it (its length must be the
+// message's, as a CQ consumer checks its completion).
 func (e *floorEnd) wait() error {
 	for {
 		e.cqmu.Lock()
 		if e.cqh != e.cqt {
+			m := e.cq[e.cqh%len(e.cq)]
 			e.cqh++
 			e.cqmu.Unlock()
+			if m != len(e.dst) {
+				return errFloorLength
+			}
 			return nil
 		}
 		e.cqmu.Unlock()
