@@ -88,17 +88,22 @@ const (
 )
 
 // writeFrame returns the UDP payload sizes of the packets of one RC RDMA WRITE of size
-// bytes (a multiple of 4096) at MTU 4096: the first packet (WRITE First, or WRITE Only)
-// carries the RETH after the BTH, the others only the BTH (IBTA 9.2, 9.3.1); each ends
-// with the ICRC. Linux UDP GSO sends a run of equal datagrams (the last may be shorter)
-// as one super-packet, so the first packet's 16 more bytes start a new run in every
-// message: a 64 KiB WRITE takes two runs where 16 equal datagrams take one or two.
-func writeFrame(size int) []int {
+// bytes (a multiple of 4096) at MTU 4096, each ending with the ICRC. As one message
+// (whole; rocev2.Config.WholeWrites) only the first packet (WRITE First, or WRITE Only)
+// carries the RETH after the BTH, the others only the BTH (IBTA 9.2, 9.3.1): Linux UDP
+// GSO sends a run of equal datagrams (the last may be shorter) as one super-packet, so
+// the first packet's 16 more bytes start a new run in every message, and a 64 KiB WRITE
+// takes two runs where 16 equal datagrams take one or two. Otherwise every packet is a
+// WRITE Only with its own RETH, as a rocev2 endpoint on a GSO link sends a WRITE by
+// default.
+func writeFrame(size int, whole bool) []int {
 	f := make([]int, size/rawPayload)
 	for i := range f {
 		f[i] = roce.BTHLen + rawPayload + roce.ICRCLen
+		if i == 0 || !whole {
+			f[i] += roce.RETHLen
+		}
 	}
-	f[0] += roce.RETHLen
 	return f
 }
 
@@ -209,8 +214,8 @@ func rawUDPGSO(b *testing.B, total, size int, frame []int) float64 {
 // (MTU 4096, GSO/GRO) with 64 WRITEs in flight, and reports it beside the
 // raw UDP GSO goodput measured in the same run, just before and just after
 // (raw-MB/s, their mean; ratio = RoCEv2 / raw), and beside raw UDP GSO
-// datagrams of the sizes of the WRITE's packets (writeFrame: framed-MB/s,
-// framed-ratio), which separates what the packet format costs GSO from what
+// datagrams of the sizes of the WRITE's packets as the endpoint sends them (writeFrame,
+// WRITE Only per packet: framed-MB/s, framed-ratio), which separates what the packet format costs GSO from what
 // the transport costs.
 func BenchmarkRoCEv2Write(b *testing.B) {
 	for _, size := range []int{4 << 10, 64 << 10, 1 << 20} {
@@ -233,7 +238,7 @@ func benchRoCEv2OneSided(b *testing.B, op rnic.Opcode, size int) {
 		RemoteAddr: rmr.Addr(), RKey: rmr.RKey()}
 	var framed func() float64
 	if op == rnic.OpWrite {
-		frame := writeFrame(size)
+		frame := writeFrame(size, false)
 		framed = func() float64 { return rawUDPGSO(b, 256<<20, size, frame) }
 	}
 	roceWriteRun(b, cli.qp, cli.cq, &wr, size, func() float64 { return rawUDPGSO(b, 256<<20, size, nil) }, framed)
@@ -334,8 +339,8 @@ func roceSizeName(n int) string {
 }
 
 // BenchmarkRawUDPSizes measures the raw baseline alone (rawUDPGSO, 256 MiB a run) for
-// several datagram sizes, and the datagram sizes of a 64 KiB and a 1 MiB RC WRITE
-// (writeFrame): each iteration runs every case once, in an order rotated per iteration,
+// several datagram sizes (4128 B: a WRITE Only packet), and the datagram sizes of a
+// 64 KiB and a 1 MiB RC WRITE sent as one message (writeFrame, whole): each iteration runs every case once, in an order rotated per iteration,
 // and each case reports its median MB/s. No RoCEv2: it shows what datagram sizes alone do
 // to loopback UDP GSO/GRO (bench/README).
 func BenchmarkRawUDPSizes(b *testing.B) {
@@ -344,7 +349,7 @@ func BenchmarkRawUDPSizes(b *testing.B) {
 		frame []int
 	}{
 		{"4124B", nil}, {"4120B", []int{4120}}, {"4112B", []int{4112}}, {"4128B", []int{4128}},
-		{"write64KiB", writeFrame(64 << 10)}, {"write1MiB", writeFrame(1 << 20)},
+		{"write64KiB", writeFrame(64<<10, true)}, {"write1MiB", writeFrame(1<<20, true)},
 	}
 	res := make([][]float64, len(cases))
 	for i := 0; i < b.N; i++ {

@@ -64,7 +64,10 @@
 // [Endpoint.Connect] binds an Idle rnic.QP to a peer QP with [ConnAttr]
 // (the modify_qp RTR/RTS attributes) and returns a [Conn], the
 // rnic.QPTransport. Each Conn has one goroutine for the requester (segmenting
-// send WQEs to the path MTU, 256-4096, one PSN per packet, AckReq on the last
+// send WQEs to the path MTU, 256-4096, one PSN per packet — over a link that sends
+// with UDP GSO an RDMA WRITE without Immediate data as one WRITE Only per packet,
+// each with its own RETH, so that its packets are of one size and a run of them is
+// one GSO send (Config.WholeWrites) —, AckReq on the last
 // packet of a message and every AckEvery packets or half a window, at most a
 // window of unacked PSNs that adapts up to Config.Window (window.go: it grows
 // while the requester waits for ACKs and halves on a loss), at most MaxRdAtomic

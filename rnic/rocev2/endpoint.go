@@ -22,9 +22,12 @@ type Endpoint struct {
 	link    Link
 	gsiLink Link       // the CM's MADs travel here: GSILink.GSI, or link
 	gather  gatherLink // link, when it sends packets in parts (requests' payload uncopied)
-	cfg     Config
-	params  qpParams // cfg in wire terms
-	log     *slog.Logger
+	// writeOnly: RC RDMA WRITEs leave as one WRITE Only per packet (Config.WholeWrites:
+	// the link sends with UDP GSO and the configuration does not forbid it).
+	writeOnly bool
+	cfg       Config
+	params    qpParams // cfg in wire terms
+	log       *slog.Logger
 
 	mu       sync.RWMutex
 	conns    map[uint32]*Conn
@@ -126,6 +129,9 @@ func NewEndpoint(dev *rnic.Device, link Link, cfg *Config) *Endpoint {
 		e.gsiLink = g.GSI()
 	}
 	e.gather, _ = link.(gatherLink)
+	if g, ok := link.(interface{ GSO() bool }); ok && g.GSO() && !e.cfg.WholeWrites {
+		e.writeOnly = true
+	}
 	e.params = e.cfg.params()
 	e.log = e.cfg.Logger
 	e.txSize = link.BatchSize()

@@ -478,6 +478,12 @@ func (c *Conn) request(b []byte, e *sqe) (pkt, body []byte, last bool) {
 		}
 	case rnic.OpWrite, rnic.OpWriteImm:
 		payload = true
+		if w.Opcode == rnic.OpWrite && c.typ == RC && c.e.writeOnly {
+			// Each packet its own WRITE Only (Endpoint.writeOnly), naming its part.
+			h.Opcode = roce.RCWriteOnly
+			h.VA, h.RKey, h.DMALen = w.RemoteAddr+off, w.RKey, uint32(n)
+			break
+		}
 		switch {
 		case first && last:
 			h.Opcode = roce.RCWriteOnly
