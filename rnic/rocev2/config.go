@@ -45,13 +45,13 @@ type Config struct {
 	// RETH of its part (the remote address and length of the bytes it carries): all
 	// of its packets then have one size, and UDP GSO sends a run of equal datagrams
 	// as one super-datagram, where a WRITE First's RETH, 16 bytes the Middle packets
-	// lack, starts a new run in every message (bench/README: 64 KiB WRITEs went
-	// from about 0.7 to 0.8-0.99 of raw UDP GSO on the AMD VM). The responder's
-	// memory ends the same: a WRITE without Immediate data completes nothing there,
-	// and its parts are placed in PSN order as the packets of one message are; what
-	// the peer sees differ are the MSNs it counts and a RETH per packet (16 bytes
-	// more on the wire each). A WRITE with Immediate data is always one message:
-	// its receive completion reports the message's whole length.
+	// lack, starts a new run in every message (64 KiB WRITEs over
+	// loopback went from 0.76 to 0.95 of raw UDP GSO: bench/RESULTS.md at 472fa1f and
+	// bc8504e). The responder's memory ends the same: a WRITE without Immediate data
+	// completes nothing there, and its parts are placed in PSN order as the packets
+	// of one message are. What differs at the peer is the MSN it counts and a RETH in
+	// every packet (16 bytes more on the wire each). A WRITE with Immediate data is
+	// always one message: its receive completion reports the message's whole length.
 	WholeWrites bool
 	PKey        uint16 // 0: 0xFFFF
 	// PeerPort, when set, is the UDP port of every peer's RoCE link: Dial sends to
