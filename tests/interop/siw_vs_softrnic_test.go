@@ -38,22 +38,26 @@ type siwCase struct {
 	iters int // bench mode
 	lat   bool
 	opts  string // softrnic perftest's own options, on both sides
+	both  string // options both tools get on both sides (TestSiwLatencySamples: -U)
+	// wrap prefixes softrnic's server and client commands (TestSiwLatencySamples:
+	// "env GOMAXPROCS=1 ", "taskset -c 0 ")
+	wrap [2]string
 }
 
 var siwCases = []siwCase{
-	{"write_bw_65536", "ib_write_bw", "write", 65536, 2000, false, ""},
-	{"write_bw_4096", "ib_write_bw", "write", 4096, 5000, false, ""},
-	{"read_bw_65536", "ib_read_bw", "read", 65536, 1000, false, ""},
+	{name: "write_bw_65536", tool: "ib_write_bw", test: "write", size: 65536, iters: 2000, lat: false},
+	{name: "write_bw_4096", tool: "ib_write_bw", test: "write", size: 4096, iters: 5000, lat: false},
+	{name: "read_bw_65536", tool: "ib_read_bw", test: "read", size: 65536, iters: 1000, lat: false},
 	// Latency tests as perftest runs them, polling (softrnic perftest's default over iWARP:
 	// --wait-drives 10ms --spin 200us, perftest.PollHold and PollSpin) ...
-	{"write_lat_64", "ib_write_lat", "write_lat", 64, 1000, true, ""},
-	{"read_lat_64", "ib_read_lat", "read_lat", 64, 1000, true, ""},
-	{"send_lat_64", "ib_send_lat", "send_lat", 64, 1000, true, ""},
+	{name: "write_lat_64", tool: "ib_write_lat", test: "write_lat", size: 64, iters: 1000, lat: true},
+	{name: "read_lat_64", tool: "ib_read_lat", test: "read_lat", size: 64, iters: 1000, lat: true},
+	{name: "send_lat_64", tool: "ib_send_lat", test: "send_lat", size: 64, iters: 1000, lat: true},
 	// ... and softrnic with -e, its waits blocked until the connection's goroutine completes
 	// the work (perftest's siw side polls in both)
-	{"write_lat_64_events", "ib_write_lat", "write_lat", 64, 1000, true, "-e"},
-	{"read_lat_64_events", "ib_read_lat", "read_lat", 64, 1000, true, "-e"},
-	{"send_lat_64_events", "ib_send_lat", "send_lat", 64, 1000, true, "-e"},
+	{name: "write_lat_64_events", tool: "ib_write_lat", test: "write_lat", size: 64, iters: 1000, lat: true, opts: "-e"},
+	{name: "read_lat_64_events", tool: "ib_read_lat", test: "read_lat", size: 64, iters: 1000, lat: true, opts: "-e"},
+	{name: "send_lat_64_events", tool: "ib_send_lat", test: "send_lat", size: 64, iters: 1000, lat: true, opts: "-e"},
 }
 
 // smokeIters is the iteration count of every case in smoke mode.
@@ -132,6 +136,9 @@ func siwClientScript(cmd string, timeout time.Duration) string {
 func siwOnce(g *Guest, impl string, c siwCase, iters int, timeout time.Duration) (r siwRun, out string, err error) {
 	port := siwPort()
 	common := fmt.Sprintf("-R -F -s %d -n %d -p %d", c.size, iters, port)
+	if c.both != "" {
+		common += " " + c.both
+	}
 	r = siwRun{Impl: impl, Case: c.name, Size: c.size, Iters: iters}
 	if impl == "siw" {
 		r.ServerCmd = fmt.Sprintf("%s -d siw0 %s", c.tool, common)
@@ -141,8 +148,8 @@ func siwOnce(g *Guest, impl string, c siwCase, iters int, timeout time.Duration)
 		if c.opts != "" {
 			idle += " " + c.opts
 		}
-		r.ServerCmd = fmt.Sprintf("softrnic perftest %s %s --bind %s", c.test, common, GuestSiwAddr) + idle
-		r.ClientCmd = fmt.Sprintf("softrnic perftest %s %s", c.test, common) + idle + " " + GuestSiwAddr
+		r.ServerCmd = c.wrap[0] + fmt.Sprintf("softrnic perftest %s %s --bind %s", c.test, common, GuestSiwAddr) + idle
+		r.ClientCmd = c.wrap[1] + fmt.Sprintf("softrnic perftest %s %s", c.test, common) + idle + " " + GuestSiwAddr
 	}
 	srv, err := g.Start("exec "+r.ServerCmd, timeout+60*time.Second)
 	if err != nil {
@@ -191,8 +198,8 @@ func siwOnce(g *Guest, impl string, c siwCase, iters int, timeout time.Duration)
 // siwAttempts bounds the runs of one siw measurement (see siwMeasure).
 const siwAttempts = 8
 
-// siwMeasure runs c on one side, repeating siw's run (at most siwAttempts) when it fails
-// or reports a figure that is not one: things of the guest's own stack, not of softrnic,
+// siwMeasure runs c on one side and returns the run and its client's output, repeating
+// siw's run (at most siwAttempts) when it fails or reports a figure that is not one: things of the guest's own stack, not of softrnic,
 // happen there under TCG. (1) ib_write_lat -R (and, rarely, ib_read_bw -R) over siw
 // loopback sometimes never completes (the client reports "Bad wc status 5" for its first
 // exchange, or hangs, or crashes in librdmacm): the server writes first, right after
@@ -202,14 +209,14 @@ const siwAttempts = 8
 // perftest's own calibration of the TSC against gettimeofday fails ("Correlation
 // coefficient r^2: 0.78 < 0.9"), it takes the CPU as 0 MHz and prints "BW average 0.00".
 // softrnic's runs are not repeated: any failure fails the test.
-func siwMeasure(t *testing.T, g *Guest, impl string, c siwCase, iters int, timeout time.Duration) siwRun {
+func siwMeasure(t *testing.T, g *Guest, impl string, c siwCase, iters int, timeout time.Duration) (siwRun, string) {
 	t.Helper()
 	var rejected []string
 	for attempt := 1; ; attempt++ {
-		r, _, err := siwOnce(g, impl, c, iters, timeout)
+		r, out, err := siwOnce(g, impl, c, iters, timeout)
 		if err == nil {
 			r.Attempts, r.Rejected = attempt, rejected
-			return r
+			return r, out
 		}
 		if impl != "siw" || attempt == siwAttempts {
 			t.Fatalf("%s %s (attempt %d): %v", impl, c.name, attempt, err)
@@ -284,7 +291,7 @@ func TestSiwVsSoftrnic(t *testing.T) {
 				iters = smokeIters
 			}
 			for _, impl := range []string{"siw", "softrnic"} {
-				r := siwMeasure(t, g, impl, c, iters, timeout)
+				r, _ := siwMeasure(t, g, impl, c, iters, timeout)
 				r.Pair = p
 				if c.lat {
 					t.Logf("pair %d %-15s %-8s typical %8.2f µs  p99 %8.2f µs  min %8.2f µs  (client %.2f s, %d attempt(s))",
