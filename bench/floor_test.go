@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/softrnic/softrnic/ddp"
+	"github.com/softrnic/softrnic/internal/pollwake"
 	"github.com/softrnic/softrnic/mpa"
 	"github.com/softrnic/softrnic/rdmap"
 )
@@ -36,46 +37,67 @@ import (
 // goroutines, no connection teardown: what a leaner design than softrnic's would still
 // do.
 func BenchmarkLatencyFloor(b *testing.B) {
-	b.Run("64B", func(b *testing.B) {
-		b.StopTimer()
-		const size = 64
-		a, c := tcpPair(b)
-		cli, srv := newFloorEnd(a, size), newFloorEnd(c, size)
-		n := b.N
-		_, runSoft := sides()
-		errc := make(chan error, 1)
-		if runSoft {
-			go srv.echo(n, errc)
-		} else {
-			errc <- nil // no rounds to answer
-		}
-		b.SetBytes(size)
-		b.ReportAllocs()
-		raw, d := alternateRounds(b, n, func(k int) time.Duration { return rawPingPong(b, k, size) }, func(k int) {
-			for i := 0; i < k; i++ {
-				cli.postRecv()
-				if err := cli.send(); err != nil {
-					b.Fatal(err)
-				}
-				if err := cli.wait(); err != nil {
-					b.Fatal(err)
-				}
+	b.Run("64B", func(b *testing.B) { floorPingPong(b, false) })
+	b.Run("handoff", func(b *testing.B) { floorPingPong(b, true) })
+}
+
+// floorPingPong runs the model's 64 B ping-pong beside TCP's: in the drive structure, or
+// with handoff in the default mode's, where each side's receive runs on a goroutine of its
+// own that signals the waiter through a pollwake.Waker as softrnic's CQ does.
+func floorPingPong(b *testing.B, handoff bool) {
+	b.StopTimer()
+	const size = 64
+	if handoff && !pollwake.Supported {
+		b.Skip("SKIP: the hand-off structure needs package pollwake's eventfd (Linux)")
+	}
+	a, c := tcpPair(b)
+	cli, srv := newFloorEnd(a, size), newFloorEnd(c, size)
+	if handoff {
+		for _, e := range []*floorEnd{cli, srv} {
+			if e.wk = pollwake.New(); e.wk == nil {
+				b.Fatal("pollwake.New failed")
 			}
-		})
-		if err := <-errc; err != nil {
-			b.Fatal(err)
+			b.Cleanup(e.wk.Close)
+			go e.receiveLoop()
 		}
-		report(b, raw, d, size, true)
+	}
+	n := b.N
+	_, runSoft := sides()
+	errc := make(chan error, 1)
+	if runSoft {
+		go srv.echo(n, errc)
+	} else {
+		errc <- nil // no rounds to answer
+	}
+	b.SetBytes(size)
+	b.ReportAllocs()
+	raw, d := alternateRounds(b, n, func(k int) time.Duration { return rawPingPong(b, k, size) }, func(k int) {
+		for i := 0; i < k; i++ {
+			cli.postRecv()
+			if err := cli.send(); err != nil {
+				b.Fatal(err)
+			}
+			if err := cli.wait(); err != nil {
+				b.Fatal(err)
+			}
+		}
 	})
+	if err := <-errc; err != nil {
+		b.Fatal(err)
+	}
+	report(b, raw, d, size, true)
 }
 
 // echo answers n messages, each with one of its own, and sends the outcome to errc; on
 // an error it closes its connection, so the other side's wait fails instead of hanging.
 func (e *floorEnd) echo(n int, errc chan<- error) {
+	e.postRecv()
 	for i := 0; i < n; i++ {
-		e.postRecv()
 		err := e.wait()
 		if err == nil {
+			// the next receive goes in before the answer: the hand-off structure's
+			// receiver may take the next message before this goroutine runs again
+			e.postRecv()
 			err = e.send()
 		}
 		if err != nil {
@@ -103,6 +125,9 @@ type floorEnd struct {
 	cqmu     sync.Mutex // the CQ
 	cq       [4]int     // completed lengths
 	cqh, cqt int
+	rxErr    error // the hand-off receiver's end
+
+	wk *pollwake.Waker // the hand-off structure's wake-up; nil in the drive structure
 
 	src, dst []byte // registered memory: the message sent, the buffer posted
 	fpdu     []byte
@@ -198,21 +223,68 @@ func (e *floorEnd) send() error {
 var errFloorHeader = errors.New("floor model: unexpected header")
 var errFloorLength = errors.New("floor model: completion of an unexpected length")
 
-// wait receives FPDUs until a completion is queued, and takes it (its length must be the
-// message's, as a CQ consumer checks its completion).
+// take takes a queued completion (its length must be the message's, as a CQ consumer
+// checks its completion); ok is false when there is none.
+func (e *floorEnd) take() (ok bool, err error) {
+	e.cqmu.Lock()
+	if e.cqh == e.cqt {
+		err = e.rxErr
+		e.cqmu.Unlock()
+		return false, err
+	}
+	m := e.cq[e.cqh%len(e.cq)]
+	e.cqh++
+	e.cqmu.Unlock()
+	if m != len(e.dst) {
+		return true, errFloorLength
+	}
+	return true, nil
+}
+
+// wait returns once a completion was taken: in the drive structure it receives FPDUs
+// itself until one is queued; in the hand-off structure it waits for the receiver's
+// signal.
 func (e *floorEnd) wait() error {
 	for {
-		e.cqmu.Lock()
-		if e.cqh != e.cqt {
-			m := e.cq[e.cqh%len(e.cq)]
-			e.cqh++
-			e.cqmu.Unlock()
-			if m != len(e.dst) {
-				return errFloorLength
-			}
-			return nil
+		if e.wk != nil {
+			e.wk.Arm()
 		}
-		e.cqmu.Unlock()
+		if ok, err := e.take(); ok || err != nil {
+			return err
+		}
+		if e.wk != nil {
+			if err := e.wk.Wait(time.Time{}); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := e.receive(); err != nil {
+			return err
+		}
+	}
+}
+
+// receiveLoop is the hand-off structure's receiver: it receives FPDUs and signals the
+// waiter after each completion it queues, until the connection fails or closes.
+func (e *floorEnd) receiveLoop() {
+	for {
+		err := e.receive()
+		if err != nil {
+			e.cqmu.Lock()
+			e.rxErr = err
+			e.cqmu.Unlock()
+		}
+		e.wk.Signal()
+		if err != nil {
+			return
+		}
+	}
+}
+
+// receive reads one FPDU, places its payload in the posted receive and queues the
+// completion.
+func (e *floorEnd) receive() error {
+	{
 		if err := e.fill(mpa.LengthLen); err != nil {
 			return err
 		}
@@ -244,4 +316,5 @@ func (e *floorEnd) wait() error {
 		e.cqt++
 		e.cqmu.Unlock()
 	}
+	return nil
 }

@@ -91,11 +91,15 @@ var resultsRuns = []run{
 		{"  softrnic RTT (ns), Config.WaitDrivesReceive", "BenchmarkLatency/drive/64B", "ns/op", "", "lower"},
 		{"  TCP RTT (ns), same runs", "BenchmarkLatency/drive/64B", "tcp-ns/op", "", "lower"},
 	}},
-	// Not a goal row: a model of the least per-message work (BenchmarkLatencyFloor), what
-	// the drive row could reach with nothing else.
+	// Not goal rows: a model of the least per-message work (BenchmarkLatencyFloor), what
+	// the drive row could reach with nothing else, and the same work in the default
+	// mode's structure (the receive on its own goroutine, handing each completion to the
+	// waiter), what the default row could reach.
 	{regexp: `^BenchmarkLatencyFloor$`, benchtime: "20000x", rows: []row{
 		{"  a model of the least per-message work (BenchmarkLatencyFloor): TCP RTT ÷ model RTT", "BenchmarkLatencyFloor/64B", "x-tcp", "", "higher"},
 		{"  model RTT (ns)", "BenchmarkLatencyFloor/64B", "ns/op", "", "lower"},
+		{"  the model in the default mode's structure (receive hands off to the waiter): TCP RTT ÷ model RTT", "BenchmarkLatencyFloor/handoff", "x-tcp", "", "higher"},
+		{"  model RTT (ns), hand-off structure", "BenchmarkLatencyFloor/handoff", "ns/op", "", "lower"},
 	}},
 	{regexp: `^BenchmarkReadLatency2P$`, benchtime: "3000x", rows: []row{
 		{"4 KiB READ from another process, p50 ÷ TCP request/response p50", "BenchmarkReadLatency2P/4KiB", "p50-ratio", "≤ 1.25", "lower"},
