@@ -72,6 +72,7 @@ func floorPingPong(b *testing.B, handoff bool) {
 	_, runSoft := sides()
 	errc := make(chan error, 1)
 	if runSoft {
+		srv.postRecv() // before the first message, which the hand-off receiver may take at once
 		go srv.echo(n, errc)
 	} else {
 		errc <- nil // no rounds to answer
@@ -97,8 +98,8 @@ func floorPingPong(b *testing.B, handoff bool) {
 
 // echo answers n messages, each with one of its own, and sends the outcome to errc; on
 // an error it closes its connection, so the other side's wait fails instead of hanging.
+// The first message's receive is posted by the caller.
 func (e *floorEnd) echo(n int, errc chan<- error) {
-	e.postRecv()
 	for i := 0; i < n; i++ {
 		err := e.wait()
 		if err == nil {
