@@ -230,6 +230,7 @@ func (e *floorEnd) send() error {
 
 var errFloorHeader = errors.New("floor model: unexpected header")
 var errFloorLength = errors.New("floor model: completion of an unexpected length")
+var errFloorNoRecv = errors.New("floor model: a Send with no receive posted")
 
 // take takes a queued completion (its length must be the message's, as a CQ consumer
 // checks its completion); ok is false when there is none.
@@ -292,37 +293,35 @@ func (e *floorEnd) receiveLoop() {
 // receive reads one FPDU, places its payload in the posted receive and queues the
 // completion.
 func (e *floorEnd) receive() error {
-	{
-		if err := e.fill(mpa.LengthLen); err != nil {
-			return err
-		}
-		ulpdu := int(binary.BigEndian.Uint16(e.rbuf[e.r:]))
-		total := mpa.FPDULen(ulpdu)
-		if ulpdu < ddp.UntaggedLen || total > len(e.rbuf) {
-			return errFloorHeader
-		}
-		if err := e.fill(total); err != nil {
-			return err
-		}
-		h := e.rbuf[e.r+mpa.LengthLen : e.r+mpa.LengthLen+ulpdu]
-		op, hl, err := rdmap.CheckSegment(h)
-		if err != nil || op != rdmap.OpSend || hl != ddp.UntaggedLen {
-			return errFloorHeader
-		}
-		e.mu.Lock()
-		if e.rqh == e.rqt {
-			e.mu.Unlock()
-			return errFloorHeader
-		}
-		dst := e.rq[e.rqh%len(e.rq)]
-		e.rqh++
-		e.mu.Unlock()
-		m := copy(dst, h[hl:])
-		e.r += total
-		e.cqmu.Lock()
-		e.cq[e.cqt%len(e.cq)] = m
-		e.cqt++
-		e.cqmu.Unlock()
+	if err := e.fill(mpa.LengthLen); err != nil {
+		return err
 	}
+	ulpdu := int(binary.BigEndian.Uint16(e.rbuf[e.r:]))
+	total := mpa.FPDULen(ulpdu)
+	if ulpdu < ddp.UntaggedLen || total > len(e.rbuf) {
+		return errFloorHeader
+	}
+	if err := e.fill(total); err != nil {
+		return err
+	}
+	h := e.rbuf[e.r+mpa.LengthLen : e.r+mpa.LengthLen+ulpdu]
+	op, hl, err := rdmap.CheckSegment(h)
+	if err != nil || op != rdmap.OpSend || hl != ddp.UntaggedLen {
+		return errFloorHeader
+	}
+	e.mu.Lock()
+	if e.rqh == e.rqt {
+		e.mu.Unlock()
+		return errFloorNoRecv
+	}
+	dst := e.rq[e.rqh%len(e.rq)]
+	e.rqh++
+	e.mu.Unlock()
+	m := copy(dst, h[hl:])
+	e.r += total
+	e.cqmu.Lock()
+	e.cq[e.cqt%len(e.cq)] = m
+	e.cqt++
+	e.cqmu.Unlock()
 	return nil
 }
