@@ -3,6 +3,7 @@ package bench
 import (
 	"encoding/binary"
 	"errors"
+	"flag"
 	"io"
 	"net"
 	"sync"
@@ -324,4 +325,25 @@ func (e *floorEnd) receive() error {
 	e.cqt++
 	e.cqmu.Unlock()
 	return nil
+}
+
+// TestLatencyFloorModels runs both structures of the model for 2,000 round trips each, so
+// a model that fails (a message taken with no receive posted, a wrong length) is found
+// by the tests rather than by the report that quotes it.
+func TestLatencyFloorModels(t *testing.T) {
+	bt := flag.Lookup("test.benchtime")
+	old := bt.Value.String()
+	if err := flag.Set("test.benchtime", "2000x"); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = flag.Set("test.benchtime", old) }()
+	for _, handoff := range []bool{false, true} {
+		if handoff && !pollwake.Supported {
+			t.Log("SKIP: the hand-off structure needs package pollwake's eventfd (Linux)")
+			continue
+		}
+		if r := testing.Benchmark(func(b *testing.B) { floorPingPong(b, handoff) }); r.N == 0 {
+			t.Errorf("handoff=%v: the model failed", handoff)
+		}
+	}
 }
