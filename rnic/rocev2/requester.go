@@ -450,57 +450,26 @@ func (c *Conn) request(b []byte, e *sqe) (pkt, body []byte, last bool) {
 	first, last := off == 0, rem <= uint64(c.mtu)
 	var payload bool
 	switch w.Opcode {
-	case rnic.OpSend, rnic.OpSendImm, rnic.OpSendInv:
+	case rnic.OpSend, rnic.OpSendImm, rnic.OpSendInv, rnic.OpWrite, rnic.OpWriteImm:
 		payload = true
+		pf, pl := first, last // the packet's place in its message
 		switch {
-		case first && last:
-			h.Opcode = roce.RCSendOnly
-		case first:
-			h.Opcode = roce.RCSendFirst
-		case last:
-			h.Opcode = roce.RCSendLast
-		default:
-			h.Opcode = roce.RCSendMiddle
-		}
-		if last {
-			switch w.Opcode {
-			case rnic.OpSendImm:
-				h.Opcode++ // SEND_LAST → SEND_LAST_IMM, SEND_ONLY → SEND_ONLY_IMM
-				h.Imm = w.Imm
-			case rnic.OpSendInv:
-				h.Opcode = roce.RCSendLastInv
-				if first {
-					h.Opcode = roce.RCSendOnlyInv
-				}
-				h.InvRKey = w.InvalidateSTag
-			}
-			h.SE = w.Flags&rnic.Solicited != 0
-		}
-	case rnic.OpWrite, rnic.OpWriteImm:
-		payload = true
-		if w.Opcode == rnic.OpWrite && c.typ == RC && c.e.writeOnly {
+		case w.Opcode == rnic.OpWrite && c.typ == RC && c.e.writeOnly:
 			// Each packet its own WRITE Only (Endpoint.writeOnly), naming its part.
-			h.Opcode = roce.RCWriteOnly
+			pf, pl = true, true
 			h.VA, h.RKey, h.DMALen = w.RemoteAddr+off, w.RKey, uint32(n)
-			break
-		}
-		switch {
-		case first && last:
-			h.Opcode = roce.RCWriteOnly
-		case first:
-			h.Opcode = roce.RCWriteFirst
-		case last:
-			h.Opcode = roce.RCWriteLast
-		default:
-			h.Opcode = roce.RCWriteMiddle
-		}
-		if first {
+		case first && (w.Opcode == rnic.OpWrite || w.Opcode == rnic.OpWriteImm):
 			h.VA, h.RKey, h.DMALen = w.RemoteAddr, w.RKey, uint32(w.Len)
 		}
-		if last && w.Opcode == rnic.OpWriteImm {
-			h.Opcode++
-			h.Imm = w.Imm
-			h.SE = w.Flags&rnic.Solicited != 0
+		h.Opcode, _ = roce.PacketOpcode(rcOnlyOpcode(w.Opcode), pf, pl)
+		if last {
+			switch w.Opcode {
+			case rnic.OpSendImm, rnic.OpWriteImm:
+				h.Imm = w.Imm
+			case rnic.OpSendInv:
+				h.InvRKey = w.InvalidateSTag
+			}
+			h.SE = w.Opcode != rnic.OpWrite && w.Flags&rnic.Solicited != 0
 		}
 	case rnic.OpRead:
 		h.Opcode = roce.RCReadRequest
@@ -608,4 +577,20 @@ func gather(b []byte, segs rnic.Segs, off uint64, n int) []byte {
 	b = b[:k+n]
 	segs.ReadAt(b[k:], off)
 	return b
+}
+
+// rcOnlyOpcode is the RC ONLY opcode of a work request that carries a payload (IBTA
+// Vol.1 §9.2); roce.PacketOpcode picks a packet's FIRST, MIDDLE or LAST from it.
+func rcOnlyOpcode(op rnic.Opcode) roce.Opcode {
+	switch op {
+	case rnic.OpSendImm:
+		return roce.RCSendOnlyImm
+	case rnic.OpSendInv:
+		return roce.RCSendOnlyInv
+	case rnic.OpWrite:
+		return roce.RCWriteOnly
+	case rnic.OpWriteImm:
+		return roce.RCWriteOnlyImm
+	}
+	return roce.RCSendOnly
 }

@@ -650,16 +650,7 @@ func (c *Conn) readResp(b []byte) []byte {
 	total := len(j.data)
 	rem := total - j.off
 	n := min(rem, c.mtu)
-	switch {
-	case total <= c.mtu:
-		h.Opcode = roce.RCReadResponseOnly
-	case j.off == 0:
-		h.Opcode = roce.RCReadResponseFirst
-	case rem <= c.mtu:
-		h.Opcode = roce.RCReadResponseLast
-	default:
-		h.Opcode = roce.RCReadResponseMiddle
-	}
+	h.Opcode, _ = roce.PacketOpcode(roce.RCReadResponseOnly, j.off == 0, rem <= c.mtu)
 	h.PSN = j.psn
 	h.AckReq, h.SE = false, false
 	h.Syndrome, h.MSN = roce.ACKSyndrome(roce.CreditsUnlimited), c.msn
