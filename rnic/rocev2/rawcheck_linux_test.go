@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/net/bpf"
 	"golang.org/x/sys/unix"
 
 	"github.com/softrnic/softrnic/roce"
@@ -38,12 +39,19 @@ func TestWireICRCMatchesKernelIPHeader(t *testing.T) {
 	// keeps only datagrams to rx's port (IPv4 header length from byte 0, then
 	// the UDP destination port).
 	port := uint32(rx.LocalAddr().Port())
-	filter := []unix.SockFilter{
-		{Code: unix.BPF_LDX | unix.BPF_B | unix.BPF_MSH, K: 0},
-		{Code: unix.BPF_LD | unix.BPF_H | unix.BPF_IND, K: 2},
-		{Code: unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K, Jt: 0, Jf: 1, K: port},
-		{Code: unix.BPF_RET | unix.BPF_K, K: 0xFFFF},
-		{Code: unix.BPF_RET | unix.BPF_K, K: 0},
+	insns, err := bpf.Assemble([]bpf.Instruction{
+		bpf.LoadMemShift{Off: 0},          // X = the IPv4 header's length
+		bpf.LoadIndirect{Off: 2, Size: 2}, // X + 2: the UDP destination port
+		bpf.JumpIf{Cond: bpf.JumpEqual, Val: port, SkipFalse: 1},
+		bpf.RetConstant{Val: 0xFFFF},
+		bpf.RetConstant{Val: 0},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	filter := make([]unix.SockFilter, len(insns))
+	for i, in := range insns {
+		filter[i] = unix.SockFilter{Code: in.Op, Jt: in.Jt, Jf: in.Jf, K: in.K}
 	}
 	prog := unix.SockFprog{Len: uint16(len(filter)), Filter: &filter[0]}
 	if err := unix.SetsockoptSockFprog(fd, unix.SOL_SOCKET, unix.SO_ATTACH_FILTER, &prog); err != nil {
