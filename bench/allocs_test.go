@@ -18,12 +18,7 @@ func TestDataPathAllocs(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: the benchmarks take a few seconds")
 	}
-	bt := flag.Lookup("test.benchtime")
-	old := bt.Value.String()
-	if err := flag.Set("test.benchtime", "2000x"); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = flag.Set("test.benchtime", old) }()
+	setBenchtime(t, "2000x")
 	type benchCase struct {
 		name string
 		f    func(b *testing.B)
@@ -60,4 +55,14 @@ func TestDataPathAllocs(t *testing.T) {
 			t.Errorf("%s: %d allocs/op (%d B/op) over %d operations", c.name, a, r.AllocedBytesPerOp(), r.N)
 		}
 	}
+}
+
+// setBenchtime sets -test.benchtime (for testing.Benchmark run from a test) until t ends.
+func setBenchtime(t *testing.T, v string) {
+	t.Helper()
+	old := flag.Lookup("test.benchtime").Value.String()
+	if err := flag.Set("test.benchtime", v); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = flag.Set("test.benchtime", old) })
 }

@@ -3,7 +3,6 @@ package bench
 import (
 	"encoding/binary"
 	"errors"
-	"flag"
 	"io"
 	"net"
 	"sync"
@@ -257,18 +256,18 @@ func (e *floorEnd) take() (ok bool, err error) {
 func (e *floorEnd) wait() error {
 	for {
 		if e.wk != nil {
-			e.wk.Arm()
+			e.wk.Arm() // before the look, so no signal falls between it and the wait
 		}
 		if ok, err := e.take(); ok || err != nil {
 			return err
 		}
+		var err error
 		if e.wk != nil {
-			if err := e.wk.Wait(time.Time{}); err != nil {
-				return err
-			}
-			continue
+			err = e.wk.Wait(time.Time{})
+		} else {
+			err = e.receive()
 		}
-		if err := e.receive(); err != nil {
+		if err != nil {
 			return err
 		}
 	}
@@ -331,12 +330,7 @@ func (e *floorEnd) receive() error {
 // a model that fails (a message taken with no receive posted, a wrong length) is found
 // by the tests rather than by the report that quotes it.
 func TestLatencyFloorModels(t *testing.T) {
-	bt := flag.Lookup("test.benchtime")
-	old := bt.Value.String()
-	if err := flag.Set("test.benchtime", "2000x"); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = flag.Set("test.benchtime", old) }()
+	setBenchtime(t, "2000x")
 	for _, handoff := range []bool{false, true} {
 		if handoff && !pollwake.Supported {
 			t.Log("SKIP: the hand-off structure needs package pollwake's eventfd (Linux)")
