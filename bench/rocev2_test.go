@@ -214,9 +214,9 @@ func rawUDPGSO(b *testing.B, total, size int, frame []int) float64 {
 // (MTU 4096, GSO/GRO) with 64 WRITEs in flight, and reports it beside the
 // raw UDP GSO goodput measured in the same run, just before and just after
 // (raw-MB/s, their mean; ratio = RoCEv2 / raw), and beside raw UDP GSO
-// datagrams of the sizes of the WRITE's packets as the endpoint sends them (writeFrame,
-// WRITE Only per packet: framed-MB/s, framed-ratio), which separates what the packet format costs GSO from what
-// the transport costs.
+// datagrams of the sizes of the WRITE's packets as the endpoint sends them
+// (writeFrame, WRITE Only per packet: framed-MB/s, framed-ratio), which separates
+// what the packet format costs GSO from what the transport costs.
 func BenchmarkRoCEv2Write(b *testing.B) {
 	for _, size := range []int{4 << 10, 64 << 10, 1 << 20} {
 		b.Run(roceSizeName(size), func(b *testing.B) { benchRoCEv2OneSided(b, rnic.OpWrite, size) })
@@ -340,8 +340,9 @@ func roceSizeName(n int) string {
 
 // BenchmarkRawUDPSizes measures the raw baseline alone (rawUDPGSO, 256 MiB a run) for
 // several datagram sizes (4128 B: a WRITE Only packet), and the datagram sizes of a
-// 64 KiB and a 1 MiB RC WRITE sent as one message (writeFrame, whole): each iteration runs every case once, in an order rotated per iteration,
-// and each case reports its median MB/s. No RoCEv2: it shows what datagram sizes alone do
+// 64 KiB and a 1 MiB RC WRITE sent as one message (writeFrame, whole): each iteration
+// runs every case once, in an order rotated per iteration, and each case reports its
+// median MB/s. No RoCEv2: it shows what datagram sizes alone do
 // to loopback UDP GSO/GRO (bench/README).
 func BenchmarkRawUDPSizes(b *testing.B) {
 	cases := []struct {

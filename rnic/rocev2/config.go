@@ -45,9 +45,9 @@ type Config struct {
 	// RETH of its part (the remote address and length of the bytes it carries): all
 	// of its packets then have one size, and UDP GSO sends a run of equal datagrams
 	// as one super-datagram, where a WRITE First's RETH, 16 bytes the Middle packets
-	// lack, starts a new run in every message (64 KiB WRITEs over
-	// loopback went from 0.76 to 0.95 of raw UDP GSO: bench/RESULTS.md at 472fa1f and
-	// bc8504e). The responder's memory ends the same: a WRITE without Immediate data
+	// lack, starts a new run in every message (64 KiB WRITEs over loopback went from
+	// 0.61–0.80 to 0.80–0.94 of raw UDP GSO in alternating runs of the builds before and
+	// after the change: bench/README.md). The responder's memory ends the same: a WRITE without Immediate data
 	// completes nothing there, and its parts are placed in PSN order as the packets
 	// of one message are. What differs at the peer is the MSN it counts and a RETH in
 	// every packet (16 bytes more on the wire each). A WRITE with Immediate data is
