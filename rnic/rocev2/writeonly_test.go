@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"math/rand/v2"
-	"net/netip"
-	"sync"
 	"testing"
 
 	"github.com/softrnic/softrnic/rnic"
@@ -18,36 +16,31 @@ type gsoLink struct{ Link }
 
 func (gsoLink) GSO() bool { return true }
 
-// sentPkt is what recordLink keeps of a request packet: its headers and payload length.
+// sentPkt is what a test keeps of a WRITE packet: its headers and payload length.
 type sentPkt struct {
 	h roce.Header
 	n int
 }
 
-// recordLink records the RC request packets sent through it (not ACKs or MADs).
-type recordLink struct {
-	Link
-	mu   sync.Mutex
-	pkts []sentPkt
-}
-
-func (l *recordLink) Send(bufs [][]byte, dst netip.AddrPort) error {
-	l.mu.Lock()
-	for _, b := range bufs {
-		if p, err := roce.ParsePacket(b); err == nil && p.Opcode().Info().Flags&roce.FlagWrite != 0 {
-			l.pkts = append(l.pkts, sentPkt{p.Header(), len(p.Payload)})
+// recordWrites returns a sendWatch that records the WRITE packets sent through it (not
+// ACKs or MADs), and the function that takes what it recorded so far.
+func recordWrites() (*sendWatch, func() []sentPkt) {
+	var pkts []sentPkt // under w.mu
+	w := &sendWatch{}
+	w.on = func(batch []roce.Packet) {
+		for _, p := range batch {
+			if p.Opcode().Info().Flags&roce.FlagWrite != 0 {
+				pkts = append(pkts, sentPkt{p.Header(), len(p.Payload)})
+			}
 		}
 	}
-	l.mu.Unlock()
-	return l.Link.Send(bufs, dst)
-}
-
-func (l *recordLink) take() []sentPkt {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	p := l.pkts
-	l.pkts = nil
-	return p
+	return w, func() []sentPkt {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		p := pkts
+		pkts = nil
+		return p
+	}
 }
 
 // TestWriteFraming: over a link that sends with GSO an RC RDMA WRITE longer than the
@@ -68,7 +61,7 @@ func TestWriteFraming(t *testing.T) {
 		{gso: true, op: rnic.OpWriteImm},
 	} {
 		t.Run(fmt.Sprintf("gso=%v/whole=%v/%v", tc.gso, tc.whole, tc.op), func(t *testing.T) {
-			rec := &recordLink{}
+			rec, take := recordWrites()
 			cfg := testConfig()
 			cfg.WholeWrites = tc.whole
 			cli, srv := newPair(t, &pairOpts{cfg: cfg, cliWrap: func(l Link) Link {
@@ -96,7 +89,7 @@ func TestWriteFraming(t *testing.T) {
 			if !bytes.Equal(wbuf[100:], sbuf) {
 				t.Fatal("data")
 			}
-			pkts := rec.take()
+			pkts := take()
 			if len(pkts) != 5 {
 				t.Fatalf("%d WRITE packets, want 5: %+v", len(pkts), pkts)
 			}
