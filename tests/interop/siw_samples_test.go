@@ -11,20 +11,6 @@ import (
 	"time"
 )
 
-// Where the polling latency's tail inside the guest comes from (bench/README, "against the
-// kernel's soft-iWARP"): ib_write_lat over siw0 and softrnic perftest write_lat, server and
-// client inside the guest (siwMeasure, as TestSiwVsSoftrnic runs them), each printing
-// every sample (-U), in variants that separate the suspects: the spin's length (--spin),
-// blocked waits (-e), the Go runtime's second processor (GOMAXPROCS=1) and the guest
-// scheduler's placement of the two processes (taskset: the server on vCPU 0, the client
-// on vCPU 1).
-//
-// Without SOFTRNIC_SIW_SAMPLES it is a smoke test: one short run of each variant, whose
-// client must print one sample per round trip. With SOFTRNIC_SIW_SAMPLES=N it runs N
-// rounds of 2,000 iterations (the variants alternating within a round) and logs each
-// run's percentiles and its runs of slow round trips; with SOFTRNIC_SIW_SAMPLES_OUT=DIR it
-// keeps each client's output there.
-
 // siwSampleVariant is one way of running the 64-byte write_lat.
 type siwSampleVariant struct {
 	name string
@@ -90,6 +76,19 @@ func slowRuns(s []float64, limit float64) (slow int, mean float64, longest int) 
 	return slow, mean, longest
 }
 
+// TestSiwLatencySamples looks for where the polling latency's tail inside the guest comes from (bench/README, "against the
+// kernel's soft-iWARP"): ib_write_lat over siw0 and softrnic perftest write_lat, server and
+// client inside the guest (siwMeasure, as TestSiwVsSoftrnic runs them), each printing
+// every sample (-U), in variants that separate the suspects: the spin's length (--spin),
+// blocked waits (-e), the Go runtime's second processor (GOMAXPROCS=1) and the guest
+// scheduler's placement of the two processes (taskset: the server on vCPU 0, the client
+// on vCPU 1).
+//
+// Without SOFTRNIC_SIW_SAMPLES it is a smoke test: one short run of each variant, whose
+// client must print one sample per round trip. With SOFTRNIC_SIW_SAMPLES=N it runs N
+// rounds of 2,000 iterations (the variants alternating within a round) and logs each
+// run's percentiles and its runs of slow round trips; with SOFTRNIC_SIW_SAMPLES_OUT=DIR it
+// keeps each client's output there.
 func TestSiwLatencySamples(t *testing.T) {
 	g := guest(t)
 	rounds, iters := 1, 200
@@ -126,5 +125,21 @@ func TestSiwLatencySamples(t *testing.T) {
 			t.Logf("%-28s round %d: p50 %6.1f  p90 %6.1f  p99 %7.1f  max %7.1f µs; %4d of %d over 300 µs, in runs of %.1f on average, the longest %d",
 				v.name, r, q(50), q(90), q(99), s[len(s)-1], slow, len(s), mean, longest)
 		}
+	}
+}
+
+// TestSlowRuns checks the run lengths TestSiwLatencySamples logs (and bench/README
+// quotes), and the -U parsing, on made-up samples (no guest needed).
+func TestSlowRuns(t *testing.T) {
+	s := latSamples(" 1, 25.10\n 2, 400.00\n 3, 500.00\n 4, 30.00\n 5, 301.00\n 6, 20.00\n 7, 350.00\n 8, 360.00\n 9, 370.00\n")
+	if len(s) != 9 || s[1] != 400 {
+		t.Fatalf("latSamples: %v", s)
+	}
+	slow, mean, longest := slowRuns(s, 300)
+	if slow != 6 || mean != 2 || longest != 3 {
+		t.Errorf("slowRuns: %d slow in runs of %.2f, longest %d; want 6, 2, 3 (runs 2, 1, 3, the last at the end)", slow, mean, longest)
+	}
+	if slow, mean, longest := slowRuns([]float64{10, 20}, 300); slow != 0 || mean != 0 || longest != 0 {
+		t.Errorf("no slow samples: %d, %.2f, %d", slow, mean, longest)
 	}
 }
